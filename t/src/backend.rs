@@ -1,0 +1,373 @@
+//! The application stand-in: a tokio HTTP/1.1 keepalive server listening on
+//! 127.0.0.2 and 127.0.0.3 with the same port, so that a DNS flip between the
+//! two is a pure IP swap.
+//!
+//! Faults it can inject, as real backends and L4 boxes do:
+//! - hold the next request that arrives on a reused connection, then close
+//!   that connection without answering, when the test says so ([`Hold`]);
+//! - keepalive reclaim: close a reused connection without answering, with
+//!   probability `p` per request on it (seeded, so runs repeat);
+//! - an idle timeout (close connections idle longer than it);
+//! - a response delay.
+//!
+//! It counts connections and requests per address and method, and logs every
+//! request with its outcome, so a test can assert a POST ran exactly once.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::rng::Rng;
+
+/// The two addresses the DNS name alternates between.
+pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
+
+/// What happened to a request the backend read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered 200.
+    Answered,
+    /// Connection closed without an answer (reclaim or a released hold).
+    Dropped,
+}
+
+/// One request as the backend saw it.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub at: Instant,
+    pub addr: Ipv4Addr,
+    pub conn: u64,
+    /// 0 for the first request on a connection, 1 for the second, ...
+    pub index_on_conn: u64,
+    pub method: String,
+    pub path: String,
+    pub outcome: Outcome,
+}
+
+/// A request the backend is holding.
+#[derive(Debug)]
+pub struct Held {
+    pub addr: Ipv4Addr,
+    pub path: String,
+    release: oneshot::Sender<()>,
+}
+
+impl Held {
+    /// Closes the held connection without answering.
+    pub fn close(self) {
+        let _ = self.release.send(());
+    }
+}
+
+/// An armed hold: resolves to the request it caught.
+pub struct Hold(oneshot::Receiver<Held>);
+
+impl Hold {
+    /// Waits until a request on a reused connection has been caught.
+    pub async fn caught(self, timeout: Duration) -> Result<Held, String> {
+        match tokio::time::timeout(timeout, self.0).await {
+            Ok(Ok(held)) => Ok(held),
+            Ok(Err(_)) => Err("backend stopped before a request was held".into()),
+            Err(_) => Err(format!(
+                "no request arrived on a reused connection within {timeout:?}"
+            )),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Faults {
+    reclaim_p: f64,
+    rng: Rng,
+    delay: Duration,
+    idle_timeout: Option<Duration>,
+    hold: Option<oneshot::Sender<Held>>,
+}
+
+#[derive(Default)]
+struct State {
+    conn_seq: AtomicU64,
+    connections: Mutex<HashMap<Ipv4Addr, u64>>,
+    seen: Mutex<Vec<Seen>>,
+    faults: Mutex<Faults>,
+}
+
+/// A running backend on [`ADDR_A`] and [`ADDR_B`]. Stops when dropped.
+pub struct Backend {
+    port: u16,
+    state: Arc<State>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Backend {
+    /// Listens on 127.0.0.2:P and 127.0.0.3:P for a free P.
+    pub async fn start() -> Backend {
+        let (a, b) = bind_pair().await;
+        let port = a.local_addr().unwrap().port();
+        let state = Arc::new(State::default());
+        let tasks = [a, b]
+            .into_iter()
+            .map(|l| tokio::spawn(accept_loop(l, state.clone())))
+            .collect();
+        Backend { port, state, tasks }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `ADDR:PORT` as nginx writes it in `$upstream_addr`.
+    pub fn upstream_addr(&self, ip: Ipv4Addr) -> String {
+        format!("{ip}:{}", self.port)
+    }
+
+    /// Holds the next request that arrives on a reused (keepalive) connection.
+    pub fn arm_hold(&self) -> Hold {
+        let (tx, rx) = oneshot::channel();
+        self.state.faults.lock().unwrap().hold = Some(tx);
+        Hold(rx)
+    }
+
+    /// Closes a reused connection without answering with probability `p`
+    /// per request on it; `seed` makes the choices repeatable.
+    pub fn set_reclaim(&self, p: f64, seed: u64) {
+        let mut f = self.state.faults.lock().unwrap();
+        f.reclaim_p = p;
+        f.rng = Rng::new(seed);
+    }
+
+    pub fn set_delay(&self, delay: Duration) {
+        self.state.faults.lock().unwrap().delay = delay;
+    }
+
+    pub fn set_idle_timeout(&self, timeout: Option<Duration>) {
+        self.state.faults.lock().unwrap().idle_timeout = timeout;
+    }
+
+    /// Every request read so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().unwrap().clone()
+    }
+
+    /// Connections accepted on `ip`.
+    pub fn connections(&self, ip: Ipv4Addr) -> u64 {
+        *self
+            .state
+            .connections
+            .lock()
+            .unwrap()
+            .get(&ip)
+            .unwrap_or(&0)
+    }
+
+    /// Requests answered on `ip` with `method`.
+    pub fn answered(&self, ip: Ipv4Addr, method: &str) -> usize {
+        self.seen()
+            .iter()
+            .filter(|s| s.addr == ip && s.method == method && s.outcome == Outcome::Answered)
+            .count()
+    }
+
+    /// Paths answered more than once for `method` (must stay empty for POST).
+    pub fn answered_twice(&self, method: &str) -> Vec<String> {
+        let mut n: HashMap<String, u32> = HashMap::new();
+        for s in self.seen() {
+            if s.method == method && s.outcome == Outcome::Answered {
+                *n.entry(s.path).or_default() += 1;
+            }
+        }
+        n.into_iter()
+            .filter(|(_, c)| *c > 1)
+            .map(|(p, _)| p)
+            .collect()
+    }
+}
+
+async fn bind_pair() -> (TcpListener, TcpListener) {
+    for _ in 0..50 {
+        let a = TcpListener::bind((ADDR_A, 0))
+            .await
+            .expect("bind 127.0.0.2");
+        let port = a.local_addr().unwrap().port();
+        if let Ok(b) = TcpListener::bind((ADDR_B, port)).await {
+            return (a, b);
+        }
+    }
+    panic!("no port free on both 127.0.0.2 and 127.0.0.3 after 50 tries");
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+    let SocketAddr::V4(local) = listener.local_addr().unwrap() else {
+        unreachable!("bound to IPv4")
+    };
+    let ip = *local.ip();
+    while let Ok((stream, _)) = listener.accept().await {
+        let conn = state.conn_seq.fetch_add(1, Ordering::Relaxed);
+        *state.connections.lock().unwrap().entry(ip).or_default() += 1;
+        tokio::spawn(serve(stream, ip, conn, state.clone()));
+    }
+}
+
+struct Request {
+    method: String,
+    path: String,
+    close: bool,
+}
+
+/// What to do with a request that has been read.
+enum Action {
+    Answer(Duration),
+    Drop,
+    Hold(oneshot::Receiver<()>),
+}
+
+async fn serve(mut stream: TcpStream, ip: Ipv4Addr, conn: u64, state: Arc<State>) {
+    let _ = stream.set_nodelay(true);
+    let mut buf = Vec::with_capacity(4096);
+    for index in 0u64.. {
+        let idle = state.faults.lock().unwrap().idle_timeout;
+        let read = read_request(&mut stream, &mut buf);
+        let req = match idle {
+            Some(t) if index > 0 => match tokio::time::timeout(t, read).await {
+                Ok(r) => r,
+                Err(_) => return, // idle too long: close, as a backend's idle timer does
+            },
+            _ => read.await,
+        };
+        let Some(req) = req else { return };
+
+        let action = {
+            let mut guard = state.faults.lock().unwrap();
+            let f = &mut *guard;
+            if index > 0 && f.hold.is_some() {
+                let (tx, rx) = oneshot::channel();
+                let held = Held {
+                    addr: ip,
+                    path: req.path.clone(),
+                    release: tx,
+                };
+                match f.hold.take().unwrap().send(held) {
+                    Ok(()) => Action::Hold(rx),
+                    Err(_) => Action::Answer(f.delay), // nobody waits for it any more
+                }
+            } else if index > 0 && f.reclaim_p > 0.0 && f.rng.chance(f.reclaim_p) {
+                Action::Drop
+            } else {
+                Action::Answer(f.delay)
+            }
+        };
+
+        let outcome = match &action {
+            Action::Answer(_) => Outcome::Answered,
+            Action::Drop | Action::Hold(_) => Outcome::Dropped,
+        };
+        state.seen.lock().unwrap().push(Seen {
+            at: Instant::now(),
+            addr: ip,
+            conn,
+            index_on_conn: index,
+            method: req.method.clone(),
+            path: req.path.clone(),
+            outcome,
+        });
+
+        match action {
+            Action::Drop => return,
+            Action::Hold(release) => {
+                let _ = release.await;
+                return;
+            }
+            Action::Answer(delay) => {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                let body = format!("{ip}\n");
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
+                     X-Backend: {ip}\r\n{}\r\n",
+                    body.len(),
+                    if req.close {
+                        "Connection: close\r\n"
+                    } else {
+                        ""
+                    }
+                );
+                let mut out = head.into_bytes();
+                out.extend_from_slice(body.as_bytes());
+                if stream.write_all(&out).await.is_err() || req.close {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Reads one request (head and a Content-Length body). `None` on EOF or a
+/// malformed request.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Request> {
+    let head_end = loop {
+        if let Some(pos) = find(buf, b"\r\n\r\n") {
+            break pos + 4;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let method = first.next()?.to_string();
+    let path = first.next()?.to_string();
+    let version = first.next().unwrap_or("HTTP/1.0");
+    let mut length = 0usize;
+    let mut close = version == "HTTP/1.0";
+    for line in lines {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase());
+        match k.as_str() {
+            "content-length" => length = v.parse().ok()?,
+            "connection" if v == "close" => close = true,
+            "connection" if v == "keep-alive" => close = false,
+            _ => {}
+        }
+    }
+    while buf.len() < head_end + length {
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    buf.drain(..head_end + length);
+    Some(Request {
+        method,
+        path,
+        close,
+    })
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}

@@ -1,0 +1,245 @@
+//! The GSLB stand-in: an authoritative DNS server on 127.0.0.1 (UDP), built on
+//! hickory-server, whose answers the test replaces at run time.
+//!
+//! Each name has one [`Answer`]; setting a name replaces its whole answer
+//! (a GSLB swapping its single A record), never adds to it. Every query is
+//! logged with the answer given, so a test can wait until nginx has asked
+//! and received a given address instead of sleeping.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hickory_server::proto::op::{Metadata, ResponseCode};
+use hickory_server::proto::rr::{rdata::A, Name, RData, Record, RecordType};
+use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
+use hickory_server::zone_handler::MessageResponseBuilder;
+use hickory_server::Server;
+use tokio::net::UdpSocket;
+use tokio::sync::Notify;
+
+/// What the server answers for a name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// NOERROR with these A records (one record: the GSLB case).
+    A(Vec<Ipv4Addr>),
+    /// NXDOMAIN: nginx empties the peer list.
+    NxDomain,
+    /// SERVFAIL: nginx keeps the old peers.
+    ServFail,
+    /// One A record per answer, the next address of the list each time: a
+    /// GSLB alternating between data centres at every re-resolve. Logged as
+    /// the `A` answer actually given.
+    Rotate(Vec<Ipv4Addr>),
+}
+
+/// One query and what it was told.
+#[derive(Clone, Debug)]
+pub struct Query {
+    pub at: Instant,
+    pub name: String,
+    pub qtype: RecordType,
+    pub answer: Answer,
+}
+
+#[derive(Default)]
+struct State {
+    answers: Mutex<HashMap<String, Answer>>,
+    log: Mutex<Vec<Query>>,
+    changed: Notify,
+}
+
+impl State {
+    /// The answer for `name`, advancing a rotation on A queries.
+    fn answer(&self, name: &str, qtype: RecordType) -> Answer {
+        let mut answers = self.answers.lock().unwrap();
+        match answers.get_mut(name) {
+            None => Answer::NxDomain,
+            Some(Answer::Rotate(list)) if list.is_empty() => Answer::A(Vec::new()),
+            Some(Answer::Rotate(list)) => {
+                let ip = list[0];
+                if qtype == RecordType::A {
+                    list.rotate_left(1);
+                }
+                Answer::A(vec![ip])
+            }
+            Some(other) => other.clone(),
+        }
+    }
+}
+
+/// TTL of every answer; nginx's `resolver ... valid=` overrides it anyway.
+const TTL: u32 = 1;
+
+struct Handler(Arc<State>);
+
+/// Lower case, no trailing dot: the key of the answers map.
+fn key(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+#[async_trait::async_trait]
+impl RequestHandler for Handler {
+    async fn handle_request<R: ResponseHandler, T: hickory_server::net::runtime::Time>(
+        &self,
+        request: &Request,
+        mut response: R,
+    ) -> ResponseInfo {
+        let builder = MessageResponseBuilder::from_message_request(request);
+        let Some(query) = request.queries.queries().first() else {
+            let msg = builder.error_msg(&request.metadata, ResponseCode::FormErr);
+            return send(&mut response, msg, request).await;
+        };
+        let name = Name::from(query.name().clone());
+        let qtype = query.query_type();
+        let answer = self.0.answer(&key(&name.to_ascii()), qtype);
+
+        let mut meta = Metadata::response_from_request(&request.metadata);
+        meta.authoritative = true;
+        let records: Vec<Record> = match (&answer, qtype) {
+            (Answer::A(ips), RecordType::A) => ips
+                .iter()
+                .map(|ip| Record::from_rdata(name.clone(), TTL, RData::A(A(*ip))))
+                .collect(),
+            _ => Vec::new(),
+        };
+        meta.response_code = match answer {
+            Answer::A(_) => ResponseCode::NoError,
+            Answer::NxDomain => ResponseCode::NXDomain,
+            Answer::ServFail => ResponseCode::ServFail,
+            Answer::Rotate(_) => unreachable!("resolved by State::answer"),
+        };
+
+        let msg = builder.build(meta, records.iter(), [], [], []);
+        let info = send(&mut response, msg, request).await;
+
+        // Logged after the answer left, so "nginx received X" is true when seen.
+        self.0.log.lock().unwrap().push(Query {
+            at: Instant::now(),
+            name: key(&name.to_ascii()),
+            qtype,
+            answer,
+        });
+        self.0.changed.notify_waiters();
+        info
+    }
+}
+
+async fn send<'a, R: ResponseHandler>(
+    response: &mut R,
+    msg: hickory_server::zone_handler::MessageResponse<
+        '_,
+        'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+    >,
+    request: &Request,
+) -> ResponseInfo {
+    match response.send_response(msg).await {
+        Ok(info) => info,
+        Err(_) => {
+            let mut meta = Metadata::response_from_request(&request.metadata);
+            meta.response_code = ResponseCode::ServFail;
+            hickory_server::proto::op::Header {
+                metadata: meta,
+                counts: Default::default(),
+            }
+            .into()
+        }
+    }
+}
+
+/// A running DNS server. Stops when dropped.
+pub struct DnsServer {
+    addr: SocketAddr,
+    state: Arc<State>,
+    _server: Server<Handler>,
+}
+
+impl DnsServer {
+    /// Binds 127.0.0.1 on a free UDP port and starts serving.
+    pub async fn start() -> DnsServer {
+        let socket = UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("bind DNS socket");
+        let addr = socket.local_addr().unwrap();
+        let state = Arc::new(State::default());
+        let mut server = Server::new(Handler(state.clone()));
+        server.register_socket(socket);
+        DnsServer {
+            addr,
+            state,
+            _server: server,
+        }
+    }
+
+    /// `127.0.0.1:PORT`, for nginx's `resolver` directive.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Replaces the whole answer for `name`.
+    pub fn set(&self, name: &str, answer: Answer) {
+        self.state.answers.lock().unwrap().insert(key(name), answer);
+    }
+
+    /// Replaces the answer for `name` with the single A record `ip`.
+    pub fn set_a(&self, name: &str, ip: Ipv4Addr) {
+        self.set(name, Answer::A(vec![ip]));
+    }
+
+    /// The addresses of successive A answers for `name` and when each was
+    /// given, with repeats of the same answer folded: a swap is an entry.
+    pub fn answers_for(&self, name: &str) -> Vec<(Instant, Vec<Ipv4Addr>)> {
+        let name = key(name);
+        let mut out: Vec<(Instant, Vec<Ipv4Addr>)> = Vec::new();
+        for q in self.log() {
+            if q.name != name || q.qtype != RecordType::A {
+                continue;
+            }
+            if let Answer::A(ips) = q.answer {
+                if out.last().map(|(_, last)| last != &ips).unwrap_or(true) {
+                    out.push((q.at, ips));
+                }
+            }
+        }
+        out
+    }
+
+    /// Every query so far.
+    pub fn log(&self) -> Vec<Query> {
+        self.state.log.lock().unwrap().clone()
+    }
+
+    /// Waits until a query for `name` made after `since` was answered with
+    /// exactly `answer`; returns that query.
+    pub async fn wait_answered(
+        &self,
+        name: &str,
+        answer: &Answer,
+        since: Instant,
+        timeout: Duration,
+    ) -> Result<Query, String> {
+        let name = key(name);
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.state.changed.notified();
+            if let Some(q) = self
+                .log()
+                .into_iter()
+                .find(|q| q.at >= since && q.name == name && q.answer == *answer)
+            {
+                return Ok(q);
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(format!(
+                    "no query for {name} answered {answer:?} within {timeout:?}; log: {:?}",
+                    self.log()
+                ));
+            }
+        }
+    }
+}

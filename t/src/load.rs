@@ -1,0 +1,121 @@
+//! Clients: single requests, and an open-loop constant-rate generator (like
+//! vegeta: requests leave on a fixed schedule whatever the responses do, so
+//! a slow or failing server cannot slow the load down and hide failures).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+
+/// A response, or the transport error that replaced it.
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub status: Option<u16>,
+    pub body: String,
+    pub latency: Duration,
+    pub error: Option<String>,
+}
+
+impl Response {
+    pub fn status(&self) -> u16 {
+        self.status.unwrap_or(0)
+    }
+}
+
+/// An HTTP client for one nginx.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    /// `base` like `http://127.0.0.1:PORT`.
+    pub fn new(base: impl Into<String>) -> Client {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(256)
+            .build()
+            .expect("reqwest client");
+        Client {
+            http,
+            base: base.into(),
+        }
+    }
+
+    pub async fn request(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Response {
+        let start = Instant::now();
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            req = req.body(body);
+        }
+        match req.send().await {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let body = resp.text().await.unwrap_or_default();
+                Response {
+                    status: Some(status),
+                    body,
+                    latency: start.elapsed(),
+                    error: None,
+                }
+            }
+            Err(e) => Response {
+                status: None,
+                body: String::new(),
+                latency: start.elapsed(),
+                error: Some(e.to_string()),
+            },
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.request(Method::GET, path, None).await
+    }
+}
+
+/// One request of an open-loop run.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    /// When it was scheduled, from the start of the run.
+    pub at: Duration,
+    pub method: Method,
+    pub path: String,
+    pub response: Response,
+}
+
+/// Sends `rate` requests per second for `duration`, on schedule. `make(i)`
+/// gives request `i`'s method, path and body. Returns every request in
+/// schedule order once all have completed.
+pub async fn open_loop<F>(client: &Client, rate: f64, duration: Duration, make: F) -> Vec<Sent>
+where
+    F: Fn(u64) -> (Method, String, Option<Vec<u8>>),
+{
+    assert!(rate > 0.0, "rate must be positive");
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let total = (duration.as_secs_f64() * rate).round() as u64;
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::with_capacity(total as usize);
+    let client = Arc::new(client.clone());
+    for i in 0..total {
+        let at = interval.mul_f64(i as f64);
+        tokio::time::sleep_until(start + at).await;
+        let (method, path, body) = make(i);
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let response = client.request(method.clone(), &path, body).await;
+            Sent {
+                at,
+                method,
+                path,
+                response,
+            }
+        }));
+    }
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(t.await.expect("request task"));
+    }
+    out
+}

@@ -1,0 +1,327 @@
+//! Runs a real nginx: writes a configuration into a fresh prefix, starts the
+//! binary in the foreground (`daemon off`, so the master is our child),
+//! waits until it accepts, and stops it (QUIT, then KILL after a timeout;
+//! always on drop). Every run fails on `[alert]`, `[emerg]` or
+//! `exited on signal` in its error.log.
+
+use std::fs;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::accesslog::{self, Entry, LOG_FORMAT, LOG_FORMAT_NAME};
+use crate::errorlog;
+
+/// Where `cargo xtask build` installed nginx and the module.
+pub fn install_dir() -> PathBuf {
+    match std::env::var_os("GENERATION_RETRY_NGINX_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/nginx/1.28.0"),
+    }
+}
+
+fn installed(rel: &str) -> PathBuf {
+    let path = install_dir().join(rel);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo xtask build` (or `cargo xtask nginx-test`)",
+        path.display()
+    );
+    path
+}
+
+/// Which nginx binary, and whether to `load_module` ours.
+#[derive(Clone, Debug)]
+pub struct Flavor {
+    pub binary: PathBuf,
+    pub module: Option<PathBuf>,
+    pub name: &'static str,
+}
+
+impl Flavor {
+    /// Stock nginx 1.28.0, no module.
+    pub fn stock() -> Flavor {
+        Flavor {
+            binary: installed("stock/sbin/nginx"),
+            module: None,
+            name: "stock",
+        }
+    }
+
+    /// Stock nginx 1.28.0 with the module loaded.
+    pub fn with_module() -> Flavor {
+        Flavor {
+            binary: installed("stock/sbin/nginx"),
+            module: Some(installed(
+                "modules/ngx_http_upstream_generation_retry_module.so",
+            )),
+            name: "module",
+        }
+    }
+}
+
+/// Configuration of one nginx run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub flavor: Flavor,
+    pub workers: u32,
+    /// The inside of `http {}`. `${PORT}` is replaced by the listen port,
+    /// other `${NAME}`s by [`Config::var`].
+    pub http: String,
+    vars: Vec<(String, String)>,
+}
+
+impl Config {
+    pub fn new(flavor: Flavor, http: impl Into<String>) -> Config {
+        Config {
+            flavor,
+            workers: 1,
+            http: http.into(),
+            vars: Vec::new(),
+        }
+    }
+
+    pub fn var(mut self, name: &str, value: impl ToString) -> Config {
+        self.vars.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn workers(mut self, n: u32) -> Config {
+        self.workers = n;
+        self
+    }
+
+    fn render(&self, prefix: &Path, port: u16) -> String {
+        let mut http = self.http.replace("${PORT}", &port.to_string());
+        for (k, v) in &self.vars {
+            http = http.replace(&format!("${{{k}}}"), v);
+        }
+        let load = match &self.flavor.module {
+            Some(m) => format!("load_module {};\n", m.display()),
+            None => String::new(),
+        };
+        // As root, workers would switch to `nobody` and could not enter a
+        // 0700 prefix; nginx's own test suite runs them as root for this.
+        let user = if is_root() { "user root;\n" } else { "" };
+        let p = prefix.display();
+        format!(
+            "{load}{user}daemon off;\nmaster_process on;\nworker_processes {workers};\n\
+             error_log {p}/logs/error.log info;\npid {p}/logs/nginx.pid;\n\
+             events {{ worker_connections 4096; }}\n\
+             http {{\n    log_format {LOG_FORMAT_NAME} {LOG_FORMAT};\n    \
+             access_log {p}/logs/access.log {LOG_FORMAT_NAME};\n{http}\n}}\n",
+            workers = self.workers,
+        )
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A fresh directory for one nginx, removed on drop unless the test failed.
+fn fresh_prefix(tag: &str) -> PathBuf {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "generation-retry-t/{tag}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("logs")).expect("create nginx prefix");
+    dir
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; nginx binds it next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// The result of `nginx -t`.
+#[derive(Debug)]
+pub struct ConfigTest {
+    pub ok: bool,
+    pub stderr: String,
+}
+
+/// Runs `nginx -t` on a configuration.
+pub fn test_config(config: &Config) -> ConfigTest {
+    let prefix = fresh_prefix(config.flavor.name);
+    let conf = prefix.join("nginx.conf");
+    fs::write(&conf, config.render(&prefix, free_port())).unwrap();
+    let out = Command::new(&config.flavor.binary)
+        .arg("-p")
+        .arg(&prefix)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-t")
+        .output()
+        .expect("run nginx -t");
+    let _ = fs::remove_dir_all(&prefix);
+    ConfigTest {
+        ok: out.status.success(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A running nginx.
+pub struct Nginx {
+    prefix: PathBuf,
+    child: Option<Child>,
+    port: u16,
+    checked: bool,
+}
+
+impl Nginx {
+    /// Starts nginx and waits until it accepts on its port.
+    pub fn start(config: &Config) -> Nginx {
+        let prefix = fresh_prefix(config.flavor.name);
+        let port = free_port();
+        let conf = prefix.join("nginx.conf");
+        fs::write(&conf, config.render(&prefix, port)).unwrap();
+        let child = Command::new(&config.flavor.binary)
+            .arg("-p")
+            .arg(&prefix)
+            .arg("-c")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nginx");
+        let mut nginx = Nginx {
+            prefix,
+            child: Some(child),
+            port,
+            checked: false,
+        };
+        nginx.wait_accepting(Duration::from_secs(10));
+        nginx
+    }
+
+    fn wait_accepting(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let addr = self.addr();
+        loop {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                return;
+            }
+            let child = self.child.as_mut().unwrap();
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut stderr = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut stderr);
+                }
+                self.checked = true;
+                panic!(
+                    "nginx exited at start ({status}):\n{stderr}\n{}",
+                    self.error_log()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nginx did not accept on {addr} within {timeout:?}:\n{}",
+                self.error_log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
+    pub fn error_log(&self) -> String {
+        fs::read_to_string(self.prefix.join("logs/error.log")).unwrap_or_default()
+    }
+
+    pub fn access_log(&self) -> Vec<Entry> {
+        accesslog::parse(
+            &fs::read_to_string(self.prefix.join("logs/access.log")).unwrap_or_default(),
+        )
+    }
+
+    /// The access log entry for `path` (the tests give each request its own).
+    pub fn access_entry(&self, path: &str) -> Option<Entry> {
+        self.access_log().into_iter().find(|e| e.path == path)
+    }
+
+    /// Sends a signal to the master.
+    pub fn signal(&self, sig: libc::c_int) {
+        if let Some(child) = &self.child {
+            // SAFETY: kill(2) on our own child's pid has no memory effects.
+            unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        }
+    }
+
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        // SAFETY: as in `signal`.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGQUIT) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Stops nginx and fails on `[alert]`, `[emerg]` or `exited on signal`.
+    pub fn finish(mut self) {
+        self.stop();
+        self.checked = true;
+        let log = self.error_log();
+        let fatal = errorlog::fatal_lines(&log);
+        assert!(
+            fatal.is_empty(),
+            "nginx error.log has fatal lines:\n{}",
+            fatal.join("\n")
+        );
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            eprintln!(
+                "nginx prefix kept for inspection: {}",
+                self.prefix.display()
+            );
+            return;
+        }
+        if !self.checked {
+            let log = self.error_log();
+            let fatal = errorlog::fatal_lines(&log);
+            if !fatal.is_empty() {
+                panic!("nginx error.log has fatal lines:\n{}", fatal.join("\n"));
+            }
+        }
+        let _ = fs::remove_dir_all(&self.prefix);
+    }
+}

@@ -1,0 +1,31 @@
+//! The deterministic race of nginx/nginx#1656 on stock nginx 1.28.0.
+
+use generation_retry_t::accesslog::Shape;
+use generation_retry_t::nginx::Flavor;
+use generation_retry_t::scenario::Lab;
+
+const REPEATS: usize = 20;
+
+/// Stock nginx answers the scripted race with the 2-hop 502, every time:
+/// `$upstream_addr` "OLD:P, be", and error.log's `upstream prematurely closed
+/// connection` then `no live upstreams` on the same connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stock_reproduces_two_hop_502() {
+    let mut lab = Lab::start(Flavor::stock(), "").await;
+    let mut reproduced = 0;
+    for i in 0..REPEATS {
+        let race = lab.race_once(i).await;
+        let expected = format!("{}, be", lab.upstream_addr(race.old));
+        assert_eq!(race.response.status(), 502, "race {i}: {race:?}");
+        assert_eq!(race.entry.upstream_addr(), expected, "race {i}");
+        assert_eq!(race.entry.shape(), Shape::TwoHop { attempts: 1 });
+        assert!(
+            lab.two_hop_pair(&race.path).is_some(),
+            "race {i}: error.log lacks the prematurely-closed / no-live pair:\n{}",
+            lab.nginx.error_log()
+        );
+        reproduced += 1;
+    }
+    assert_eq!(reproduced, REPEATS);
+    lab.finish();
+}
