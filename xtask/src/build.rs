@@ -16,13 +16,8 @@ use crate::{cargo, install_dir, prereq, Result, NGINX_VERSION};
 pub const MODULE_PACKAGE: &str = "ngx_http_upstream_generation_retry_module";
 pub const MODULE_FILE: &str = "ngx_http_upstream_generation_retry_module.so";
 
-pub struct Built {
-    pub install_dir: PathBuf,
-    pub stock_nginx: PathBuf,
-    pub module: PathBuf,
-}
-
-pub fn build() -> Result<Built> {
+/// Builds everything; returns the install directory.
+pub fn build() -> Result<PathBuf> {
     prereq::ensure()?;
 
     let found = cargo_build_module()?;
@@ -36,11 +31,7 @@ pub fn build() -> Result<Built> {
 
     eprintln!("xtask: nginx  {}", stock_nginx.display());
     eprintln!("xtask: module {}", module.display());
-    Ok(Built {
-        install_dir: install,
-        stock_nginx,
-        module,
-    })
+    Ok(install)
 }
 
 struct CargoOutputs {

@@ -96,7 +96,7 @@ pub fn run(cmd: &mut Command) -> Result {
 }
 
 fn nginx_test(extra: &[String]) -> Result {
-    let built = build::build()?;
+    let install_dir = build::build()?;
     let mut cmd = cargo();
     cmd.args([
         "test",
@@ -107,9 +107,87 @@ fn nginx_test(extra: &[String]) -> Result {
         "-p",
         "xtask",
     ])
-    .env("GENERATION_RETRY_NGINX_DIR", &built.install_dir);
+    .env("GENERATION_RETRY_NGINX_DIR", &install_dir);
     if !extra.is_empty() {
         cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
     }
-    run(&mut cmd)
+    run_tests(&mut cmd)
+}
+
+/// Runs cargo test, echoing its output, and closes with one summary line
+/// over every test binary: `nginx-test: N passed, N failed, N ignored`.
+fn run_tests(cmd: &mut Command) -> Result {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let mut total = TestTotals::default();
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        println!("{line}");
+        total.add(&line);
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    println!(
+        "nginx-test: {} passed, {} failed, {} ignored",
+        total.passed, total.failed, total.ignored
+    );
+    if !status.success() {
+        return Err(format!("tests failed: {status}"));
+    }
+    if total.passed == 0 {
+        return Err("no test ran".into());
+    }
+    Ok(())
+}
+
+#[derive(Default, Debug, PartialEq)]
+struct TestTotals {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl TestTotals {
+    /// Adds libtest's `test result: ok. 6 passed; 0 failed; 1 ignored; ...`.
+    fn add(&mut self, line: &str) {
+        let Some(rest) = line.strip_prefix("test result: ") else {
+            return;
+        };
+        for part in rest.split(['.', ';']) {
+            let mut words = part.split_whitespace();
+            let (Some(n), Some(what)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(n) = n.parse::<u64>() else { continue };
+            match what {
+                "passed" => self.passed += n,
+                "failed" => self.failed += n,
+                "ignored" => self.ignored += n,
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TestTotals;
+
+    #[test]
+    fn sums_libtest_result_lines() {
+        let mut t = TestTotals::default();
+        t.add("test result: ok. 6 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s");
+        t.add("test result: FAILED. 1 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out");
+        t.add("running 3 tests");
+        assert_eq!(
+            t,
+            TestTotals {
+                passed: 7,
+                failed: 2,
+                ignored: 1
+            }
+        );
+    }
 }

@@ -8,15 +8,17 @@ use std::process::Command;
 
 use crate::{run, Result};
 
-/// Debian packages, each with what needs it.
-pub const PACKAGES: &[(&str, &str)] = &[
-    ("libssl-dev", "nginx --with-http_ssl_module"),
-    ("libpcre2-dev", "nginx regular expressions"),
-    ("zlib1g-dev", "nginx gzip"),
-    ("libclang-dev", "bindgen (nginx-sys bindings)"),
-    ("make", "building nginx"),
-    ("gcc", "building nginx"),
-];
+/// `ci/packages.txt`: one Debian package per line, `#` comments. The same
+/// list `.ci/run` installs, so CI and `cargo xtask build` cannot disagree.
+const PACKAGES_TXT: &str = include_str!("../../ci/packages.txt");
+
+pub fn packages() -> Vec<&'static str> {
+    PACKAGES_TXT
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
 
 /// Checks the packages; installs the missing ones when running as root.
 pub fn ensure() -> Result {
@@ -27,15 +29,11 @@ pub fn ensure() -> Result {
     {
         eprintln!(
             "xtask: not a Debian-like system; make sure these are installed: {}",
-            names(PACKAGES.iter().map(|p| p.0))
+            names(packages().into_iter())
         );
         return Ok(());
     }
-    let missing: Vec<&str> = PACKAGES
-        .iter()
-        .map(|p| p.0)
-        .filter(|p| !installed(p))
-        .collect();
+    let missing: Vec<&str> = packages().into_iter().filter(|p| !installed(p)).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -78,4 +76,17 @@ fn is_root() -> bool {
         .output()
         .map(|o| o.stdout.trim_ascii() == b"0")
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn package_list_parses() {
+        let p = super::packages();
+        assert!(
+            p.contains(&"libclang-dev") && p.contains(&"libpcre2-dev"),
+            "{p:?}"
+        );
+        assert!(p.iter().all(|n| !n.contains(' ') && !n.contains('#')));
+    }
 }

@@ -1,0 +1,119 @@
+//! The module loads into nginx 1.28.0 and `nginx -t` judges its directive.
+
+use generation_retry_t::nginx::{test_config, Config, Flavor};
+
+fn conf(http: &str) -> Config {
+    Config::new(Flavor::with_module(), http)
+}
+
+const SERVER: &str = "server { listen 127.0.0.1:${PORT}; location / { proxy_pass http://be; } }";
+
+#[test]
+fn module_loads_and_directive_passes_nginx_t() {
+    let t = test_config(&conf(&format!(
+        "generation_retry_resnapshot on;\n\
+         upstream be {{ zone be 64k; server 127.0.0.2:1; generation_retry_resnapshot off max=4; }}\n\
+         {SERVER}"
+    )));
+    assert!(t.ok, "{}", t.stderr);
+    assert!(t.stderr.contains("test is successful"), "{}", t.stderr);
+    assert!(!t.stderr.contains("[warn]"), "{}", t.stderr);
+}
+
+#[test]
+fn stock_nginx_does_not_know_the_directive() {
+    // The control for the test above: without load_module the directive is
+    // unknown, so it is our module that accepted it.
+    let t = test_config(&Config::new(
+        Flavor::stock(),
+        format!("generation_retry_resnapshot on;\nupstream be {{ server 127.0.0.2:1; }}\n{SERVER}"),
+    ));
+    assert!(!t.ok);
+    assert!(
+        t.stderr
+            .contains("unknown directive \"generation_retry_resnapshot\""),
+        "{}",
+        t.stderr
+    );
+}
+
+#[test]
+fn upstream_without_zone_warns_naming_it() {
+    let t = test_config(&conf(&format!(
+        "upstream nozone {{ server 127.0.0.2:1; generation_retry_resnapshot on; }}\n\
+         upstream be {{ server 127.0.0.2:1; }}\n{SERVER}"
+    )));
+    assert!(t.ok, "{}", t.stderr);
+    assert!(
+        t.stderr.contains("[warn]")
+            && t.stderr.contains("\"generation_retry_resnapshot\"")
+            && t.stderr.contains("upstream \"nozone\" without \"zone\""),
+        "{}",
+        t.stderr
+    );
+}
+
+#[test]
+fn misuse_is_rejected_naming_the_directive_and_line() {
+    let cases: &[(&str, &str)] = &[
+        ("generation_retry_resnapshot yes;", "invalid value \"yes\""),
+        (
+            "generation_retry_resnapshot;",
+            "invalid number of arguments",
+        ),
+        (
+            "generation_retry_resnapshot on max=0;",
+            "invalid value \"max=0\"",
+        ),
+        (
+            "generation_retry_resnapshot on max=17;",
+            "invalid value \"max=17\"",
+        ),
+        (
+            "generation_retry_resnapshot on max=x;",
+            "invalid value \"max=x\"",
+        ),
+        (
+            "generation_retry_resnapshot on limit=2;",
+            "invalid parameter \"limit=2\"",
+        ),
+        (
+            "generation_retry_resnapshot on max=2 extra;",
+            "invalid number of arguments",
+        ),
+        (
+            "generation_retry_resnapshot on;\ngeneration_retry_resnapshot off;",
+            "is duplicate",
+        ),
+        (
+            "server { listen 127.0.0.1:1; generation_retry_resnapshot on; }",
+            "is not allowed here",
+        ),
+        (
+            "server { listen 127.0.0.1:1; location / { generation_retry_resnapshot on; } }",
+            "is not allowed here",
+        ),
+    ];
+    for (snippet, expect) in cases {
+        let t = test_config(&conf(&format!(
+            "{snippet}\nupstream be {{ zone be 64k; server 127.0.0.2:1; }}\n{SERVER}"
+        )));
+        assert!(!t.ok, "{snippet}: accepted\n{}", t.stderr);
+        assert!(t.stderr.contains("[emerg]"), "{snippet}: {}", t.stderr);
+        assert!(
+            t.stderr.contains("\"generation_retry_resnapshot\""),
+            "{snippet}: {}",
+            t.stderr
+        );
+        assert!(
+            t.stderr.contains(expect),
+            "{snippet}: want {expect}: {}",
+            t.stderr
+        );
+        assert!(
+            t.stderr.contains("nginx.conf:"),
+            "{snippet}: no file:line: {}",
+            t.stderr
+        );
+    }
+}
