@@ -1,30 +1,87 @@
-//! `generation_retry_resnapshot on | off [max=N];` in `http` and `upstream`.
+//! `generation_retry_resnapshot on | off [max=N];` in `http` and `upstream`,
+//! and the postconfiguration that installs the peer wrapper.
 //!
 //! The same `SrvConf` is created for the http block and for every
 //! `upstream {}` block (nginx gives each an srv_conf slot); the upstream's
 //! setting wins, the http block's is the default for upstreams with a `zone`.
 
 use core::ffi::{c_char, c_void};
+use core::ptr;
 
 use generation_retry_core::directive::{parse_resnapshot, Resnapshot};
 use ngx::core::{Status, NGX_CONF_ERROR};
 use ngx::ffi::{
-    ngx_command_t, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_upstream_srv_conf_t, ngx_int_t,
+    ngx_command_t, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_upstream_init_peer_pt,
+    ngx_http_upstream_main_conf_t, ngx_http_upstream_srv_conf_t, ngx_int_t, ngx_shm_zone_t,
     NGX_LOG_EMERG, NGX_LOG_WARN,
 };
 use ngx::http::{HttpModuleMainConf, HttpModuleServerConf, NgxHttpUpstreamModule};
 use ngx::{ngx_conf_log_error, ngx_log_error};
 
-use crate::ffi_ext::{array_slice, conf_args, str_bytes};
-use crate::Module;
+use crate::ffi_ext::{array_slice, conf_args, str_bytes, upstream_name};
+use crate::shm::{self, Slot};
+use crate::{peer, Module};
 
 const DIRECTIVE: &str = "generation_retry_resnapshot";
 
 /// Per-upstream (and http-level default) configuration.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SrvConf {
-    /// `None` until the directive appears in this block.
+    /// As written in this block; `None` when the directive is absent.
     pub resnapshot: Option<Resnapshot>,
+    /// What applies to this upstream, set when the wrapper is installed.
+    pub active: Option<Resnapshot>,
+    /// The `peer.init` the wrapper calls (the balancer's, keepalive's, ...).
+    pub original_init: ngx_http_upstream_init_peer_pt,
+    /// This upstream's counters; NULL until the zone is initialised.
+    pub slot: *const Slot,
+}
+
+impl Default for SrvConf {
+    fn default() -> Self {
+        SrvConf {
+            resnapshot: None,
+            active: None,
+            original_init: None,
+            slot: ptr::null(),
+        }
+    }
+}
+
+impl SrvConf {
+    pub(crate) fn slot(&self) -> Option<&Slot> {
+        // SAFETY: a non-NULL slot points into the counters zone, which lives
+        // at least as long as the cycle this configuration belongs to.
+        unsafe { self.slot.as_ref() }
+    }
+}
+
+/// The http block's module-wide state.
+#[derive(Debug)]
+pub struct MainConf {
+    pub upstreams: *mut ngx_http_upstream_main_conf_t,
+    pub shm_zone: *mut ngx_shm_zone_t,
+}
+
+impl Default for MainConf {
+    fn default() -> Self {
+        MainConf {
+            upstreams: ptr::null_mut(),
+            shm_zone: ptr::null_mut(),
+        }
+    }
+}
+
+impl MainConf {
+    /// Upstream blocks of this cycle.
+    pub(crate) fn upstreams(&self) -> &[*mut ngx_http_upstream_srv_conf_t] {
+        // SAFETY: `upstreams` is NULL or the upstream module's main conf of
+        // the same cycle; its `upstreams` array holds srv_conf pointers.
+        match unsafe { self.upstreams.as_ref() } {
+            Some(umcf) => unsafe { array_slice(&umcf.upstreams) },
+            None => &[],
+        }
+    }
 }
 
 /// The directive handler.
@@ -57,48 +114,80 @@ pub(crate) unsafe extern "C" fn set_resnapshot(
     }
 }
 
-/// What the directive resolves to for one upstream block.
-pub(crate) fn effective(
-    http_level: Option<Resnapshot>,
-    upstream: &ngx_http_upstream_srv_conf_t,
-) -> Option<Resnapshot> {
-    let own = Module::server_conf(upstream).and_then(|c| c.resnapshot);
-    match (own, has_zone(upstream)) {
-        (Some(own), _) => Some(own),
-        (None, true) => http_level,
-        (None, false) => None,
-    }
-}
-
 fn has_zone(uscf: &ngx_http_upstream_srv_conf_t) -> bool {
     !uscf.shm_zone.is_null()
 }
 
-/// Runs once per http block, after every upstream's `init_upstream`.
+/// Runs once per http block, after every upstream's `init_upstream`, so the
+/// wrapper ends up outermost whatever the directive order and whichever
+/// balancer or keepalive sits inside.
 pub(crate) fn postconfiguration(cf: &mut ngx_conf_t) -> ngx_int_t {
     // SAFETY: at postconfiguration cf->ctx is the http block's conf context.
     let http_ctx = unsafe { &*(cf.ctx as *const ngx_http_conf_ctx_t) };
     let http_level = Module::server_conf(http_ctx).and_then(|c| c.resnapshot);
-
-    let Some(umcf) = NgxHttpUpstreamModule::main_conf(http_ctx) else {
+    let Some(mcf) = Module::main_conf_mut(http_ctx) else {
+        return Status::NGX_ERROR.into();
+    };
+    let Some(umcf) = NgxHttpUpstreamModule::main_conf_mut(http_ctx) else {
         return Status::NGX_OK.into();
     };
-    // SAFETY: umcf->upstreams is an array of upstream srv_conf pointers.
-    let upstreams: &[*mut ngx_http_upstream_srv_conf_t] = unsafe { array_slice(&umcf.upstreams) };
+    mcf.upstreams = umcf;
 
-    for &uscf in upstreams {
+    for &uscf in mcf.upstreams() {
         // SAFETY: every element is a live upstream srv_conf of this cycle.
-        let uscf = unsafe { &*uscf };
-        let explicit = Module::server_conf(uscf).and_then(|c| c.resnapshot);
-        if explicit.is_some() && !has_zone(uscf) {
-            warn_no_zone(cf, uscf);
+        let uscf = unsafe { &mut *uscf };
+        // Implicit upstreams (proxy_pass http://host:port) have no srv_conf.
+        let Some(conf) = Module::server_conf_mut(uscf) else {
+            continue;
+        };
+        let effective = match (conf.resnapshot, has_zone(uscf)) {
+            (Some(_), false) => {
+                warn_no_zone(cf, uscf);
+                None
+            }
+            (Some(own), true) => Some(own),
+            (None, true) => http_level,
+            (None, false) => None,
+        };
+        if effective.is_some() && uscf.peer.init.is_some() {
+            conf.active = effective;
+            conf.original_init = uscf.peer.init;
+            uscf.peer.init = Some(peer::init_peer);
         }
-        // Issue 3 installs the peer wrapper here for every upstream whose
-        // effective setting is Some.
-        let _ = effective(http_level, uscf);
     }
 
-    Status::NGX_OK.into()
+    let tag = ptr::addr_of_mut!(crate::ngx_http_upstream_generation_retry_module) as *mut c_void;
+    match shm::add_zone(cf, tag, ptr::from_mut(mcf).cast(), init_zone) {
+        Some(zone) => {
+            mcf.shm_zone = zone;
+            Status::NGX_OK.into()
+        }
+        None => Status::NGX_ERROR.into(),
+    }
+}
+
+/// The counters zone's init: find (or take) each wrapped upstream's slot.
+unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int_t {
+    // SAFETY: nginx passes our zone, whose data is the MainConf set in
+    // `add_zone`, while it initialises the cycle in the master.
+    let zone = unsafe { &mut *zone };
+    let mcf = unsafe { &mut *(zone.data as *mut MainConf) };
+    let Some(shared) = (unsafe { shm::init_shared(zone, old) }) else {
+        return Status::NGX_ERROR.into();
+    };
+    for &uscf in mcf.upstreams() {
+        // SAFETY: as in postconfiguration.
+        let uscf = unsafe { &*uscf };
+        if let Some(conf) = Module::server_conf_mut(uscf) {
+            if conf.active.is_some() {
+                // SAFETY: single-threaded master, shared from init_shared.
+                conf.slot = unsafe { shm::slot_for(shared, str_bytes(&uscf.host), zone.shm.log) };
+            }
+        }
+    }
+    // What the next cycle's init receives as `old`.
+    zone.data = shared;
+    shm::ok()
 }
 
 fn warn_no_zone(cf: &ngx_conf_t, uscf: &ngx_http_upstream_srv_conf_t) {
@@ -114,7 +203,7 @@ fn warn_no_zone(cf: &ngx_conf_t, uscf: &ngx_http_upstream_srv_conf_t) {
         cf.log,
         "\"{DIRECTIVE}\" has no effect in upstream \"{}\" without \"zone\": \
          there is no peer-list generation to follow in {}:{}",
-        String::from_utf8_lossy(str_bytes(&uscf.host)),
+        upstream_name(uscf),
         file,
         uscf.line
     );

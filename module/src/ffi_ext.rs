@@ -1,7 +1,13 @@
 //! The unsafe edge: small accessors over nginx's C structures, each with the
 //! reason it is sound. The rest of the module works with safe references.
 
-use ngx::ffi::{ngx_array_t, ngx_conf_t, ngx_str_t};
+use core::ffi::c_void;
+use core::ptr;
+
+use ngx::ffi::{
+    ngx_array_t, ngx_conf_t, ngx_http_request_t, ngx_http_upstream_rr_peers_t,
+    ngx_http_upstream_srv_conf_t, ngx_module_t, ngx_rwlock_rlock, ngx_rwlock_unlock, ngx_str_t,
+};
 
 /// Views an `ngx_array_t` of `T` as a slice.
 ///
@@ -31,9 +37,90 @@ pub(crate) fn str_bytes(s: &ngx_str_t) -> &[u8] {
     unsafe { core::slice::from_raw_parts(s.data, s.len) }
 }
 
+/// An `ngx_str_t` pointer as lossy UTF-8 (`-` for NULL).
+pub(crate) fn str_ptr_lossy(s: *const ngx_str_t) -> String {
+    if s.is_null() {
+        return "-".into();
+    }
+    // SAFETY: non-NULL ngx_str_t pointers handed to us by nginx are live.
+    String::from_utf8_lossy(str_bytes(unsafe { &*s })).into_owned()
+}
+
 /// The arguments of the directive being parsed, name first.
 pub(crate) fn conf_args(cf: &ngx_conf_t) -> &[ngx_str_t] {
     // SAFETY: while a directive handler runs, cf->args is the live array of
     // the directive's words.
     unsafe { array_slice(cf.args) }
+}
+
+/// The upstream block's name.
+pub(crate) fn upstream_name(uscf: &ngx_http_upstream_srv_conf_t) -> String {
+    String::from_utf8_lossy(str_bytes(&uscf.host)).into_owned()
+}
+
+/// The round-robin peer list of an upstream with a `zone`: after the zone is
+/// initialised, the shared-memory copy every worker sees.
+fn rr_peers(uscf: &ngx_http_upstream_srv_conf_t) -> Option<&ngx_http_upstream_rr_peers_t> {
+    let peers = uscf.peer.data as *const ngx_http_upstream_rr_peers_t;
+    // SAFETY: the module wraps only upstreams with a `zone`, and the zone
+    // module requires (and copies) round-robin peers into uscf->peer.data,
+    // which lives as long as the cycle.
+    unsafe { peers.as_ref() }
+}
+
+/// The peer list's generation now (0 when the list has no counter).
+///
+/// One aligned word load, without the list lock: a torn value is impossible,
+/// and a stale one only means "changed" is seen one selection later, which
+/// round-robin's own check under the lock then reports as busy again.
+#[inline]
+pub(crate) fn generation(uscf: &ngx_http_upstream_srv_conf_t) -> usize {
+    match rr_peers(uscf) {
+        // SAFETY: `config` points at a counter in the zone's slab pool, which
+        // lives as long as the zone.
+        Some(p) if !p.config.is_null() => unsafe { ptr::read_volatile(p.config) },
+        _ => 0,
+    }
+}
+
+/// Numbers of primary and backup peers, read under the list's read lock.
+/// Only on the failure path.
+pub(crate) fn peer_counts(uscf: &ngx_http_upstream_srv_conf_t) -> (usize, usize) {
+    let Some(peers) = rr_peers(uscf) else {
+        return (0, 0);
+    };
+    let lock = ptr::addr_of!(peers.rwlock) as *mut _;
+    let locked = !peers.shpool.is_null();
+    // SAFETY: a zone's peer lists are guarded by `rwlock` in shared memory;
+    // taking the read lock is what round-robin does to read them. `next`
+    // (backup) is NULL or a list sharing the lock's lifetime.
+    unsafe {
+        if locked {
+            ngx_rwlock_rlock(lock);
+        }
+        let primary = peers.number;
+        let backup = peers.next.as_ref().map_or(0, |b| b.number);
+        if locked {
+            ngx_rwlock_unlock(lock);
+        }
+        (primary, backup)
+    }
+}
+
+/// Reads this module's per-request context slot.
+pub(crate) fn request_ctx(r: &ngx_http_request_t, module: &ngx_module_t) -> *mut c_void {
+    if r.ctx.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: r->ctx has one slot per http module, ctx_index is ours.
+    unsafe { *r.ctx.add(module.ctx_index) }
+}
+
+/// Writes this module's per-request context slot.
+pub(crate) fn set_request_ctx(r: &mut ngx_http_request_t, module: &ngx_module_t, v: *mut c_void) {
+    if r.ctx.is_null() {
+        return;
+    }
+    // SAFETY: as in `request_ctx`.
+    unsafe { *r.ctx.add(module.ctx_index) = v };
 }

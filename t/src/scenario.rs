@@ -15,7 +15,8 @@ use crate::{accesslog::Entry, errorlog};
 pub const NAME: &str = "app.test";
 
 /// The seed's setting, on loopback: one re-resolving peer, a zone, keepalive.
-/// `${DNS}`, `${BPORT}` and `${UPSTREAM_EXTRA}` are filled by [`Lab::start`].
+/// `${DNS}`, `${BPORT}`, `${UPSTREAM_EXTRA}` and `${STATUS}` are filled by
+/// [`Lab::start`].
 pub const SINGLE_PEER_HTTP: &str = r#"
     upstream be {
         zone be 128k;
@@ -31,6 +32,9 @@ pub const SINGLE_PEER_HTTP: &str = r#"
             proxy_pass http://be;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+        }
+        location = /status {
+            ${STATUS}
         }
     }
 "#;
@@ -56,7 +60,13 @@ impl Lab {
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
         let backend = Backend::start().await;
+        let status = if flavor.module.is_some() {
+            "generation_retry_status;"
+        } else {
+            "return 404;"
+        };
         let config = Config::new(flavor, http)
+            .var("STATUS", status)
             .var("DNS", dns.addr())
             .var("BPORT", backend.port())
             .var("UPSTREAM_EXTRA", upstream_extra);
@@ -165,6 +175,19 @@ impl Lab {
     /// upstreams` on the same connection.
     pub fn two_hop_pair(&self, path: &str) -> Option<u64> {
         errorlog::two_hop_pair(&self.nginx.error_log(), &format!(" {path} HTTP/"))
+    }
+
+    /// The module's JSON status object for `upstream`.
+    pub async fn status(&self, upstream: &str) -> serde_json::Value {
+        let r = self.client.get("/status?format=json").await;
+        assert_eq!(r.status(), 200, "status endpoint: {r:?}");
+        let v: serde_json::Value = serde_json::from_str(&r.body)
+            .unwrap_or_else(|e| panic!("status JSON: {e}: {}", r.body));
+        v["upstreams"]
+            .as_array()
+            .and_then(|a| a.iter().find(|u| u["upstream"] == upstream))
+            .cloned()
+            .unwrap_or_else(|| panic!("no upstream {upstream} in {}", r.body))
     }
 
     /// Stops nginx, failing on fatal error.log lines.

@@ -5,3 +5,4 @@
 //! and is tested here; the module crate only adapts nginx's types to it.
 
 pub mod directive;
+pub mod metrics;

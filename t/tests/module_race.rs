@@ -1,0 +1,72 @@
+//! The deterministic race with the module loaded.
+
+use generation_retry_t::accesslog::Shape;
+use generation_retry_t::nginx::Flavor;
+use generation_retry_t::scenario::Lab;
+
+const REPEATS: usize = 20;
+
+/// `on`: every scripted race is rescued: 200 from the new address,
+/// `$upstream_addr` "OLD:P, NEW:P", one retry-phase busy, one re-snapshot,
+/// one rescue per race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn module_on_rescues_the_race() {
+    let mut lab = Lab::start(Flavor::with_module(), "generation_retry_resnapshot on;").await;
+    for i in 0..REPEATS {
+        let race = lab.race_once(i).await;
+        let expected = format!(
+            "{}, {}",
+            lab.upstream_addr(race.old),
+            lab.upstream_addr(race.new)
+        );
+        assert_eq!(
+            race.response.status(),
+            200,
+            "race {i}: {race:?}\n{}",
+            lab.nginx.error_log()
+        );
+        assert_eq!(race.response.body, format!("{}\n", race.new));
+        assert_eq!(race.entry.upstream_addr(), expected, "race {i}");
+        assert_eq!(race.entry.shape(), Shape::Other);
+
+        let s = lab.status("be").await;
+        let n = (i + 1) as u64;
+        assert_eq!(s["busy"]["retry"], n, "{s}");
+        assert_eq!(s["busy"]["first"], 0, "{s}");
+        assert_eq!(s["resnapshots"], n, "{s}");
+        assert_eq!(s["rescued"], n, "{s}");
+        assert_eq!(s["failed"], 0, "{s}");
+        assert_eq!(s["no_live"]["generation"], 0, "{s}");
+    }
+    let log = lab.nginx.error_log();
+    assert_eq!(
+        log.matches("generation_retry: upstream \"be\" peer list changed")
+            .count(),
+        REPEATS,
+        "one warn line per rescue"
+    );
+    assert!(!log.contains("no live upstreams"), "{log}");
+    lab.finish();
+}
+
+/// `off`: observe only. The outcome is stock's 502, and the counters say
+/// why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn module_off_observes_without_changing_the_outcome() {
+    let mut lab = Lab::start(Flavor::with_module(), "generation_retry_resnapshot off;").await;
+    let race = lab.race_once(0).await;
+    assert_eq!(race.response.status(), 502, "{race:?}");
+    assert_eq!(
+        race.entry.upstream_addr(),
+        format!("{}, be", lab.upstream_addr(race.old))
+    );
+    assert!(lab.two_hop_pair(&race.path).is_some());
+    let s = lab.status("be").await;
+    assert_eq!(s["busy"]["retry"], 1, "{s}");
+    assert_eq!(s["failed"], 1, "{s}");
+    assert_eq!(s["no_live"]["generation"], 1, "{s}");
+    assert_eq!(s["resnapshots"], 0, "{s}");
+    assert_eq!(s["rescued"], 0, "{s}");
+    assert_eq!(s["mode"], "off", "{s}");
+    lab.finish();
+}
