@@ -8,9 +8,19 @@
 
 use std::net::SocketAddr;
 
-/// The `log_format` every harness nginx uses, named [`LOG_FORMAT_NAME`].
-pub const LOG_FORMAT: &str =
-    r#"'$msec $status "$upstream_addr" "$request" $request_time "$upstream_status"'"#;
+/// The `log_format` every harness nginx uses, named [`LOG_FORMAT_NAME`];
+/// with the module loaded it ends with `$generation_retry_resnapshots`,
+/// else with `-`.
+pub fn log_format(module: bool) -> String {
+    let last = if module {
+        "$generation_retry_resnapshots"
+    } else {
+        "-"
+    };
+    format!(
+        r#"'$msec $status "$upstream_addr" "$request" $request_time "$upstream_status" {last}'"#
+    )
+}
 pub const LOG_FORMAT_NAME: &str = "generation_retry";
 
 /// One `$upstream_addr` entry.
@@ -32,6 +42,8 @@ pub struct Entry {
     pub method: String,
     pub path: String,
     pub request_time: f64,
+    /// `$generation_retry_resnapshots` (None without the module).
+    pub resnapshots: Option<u32>,
 }
 
 /// The shape of a request's outcome.
@@ -84,7 +96,10 @@ pub fn parse_line(line: &str) -> Option<Entry> {
     let rest = rest.strip_prefix('"')?;
     let (upstream, rest) = rest.split_once("\" \"")?;
     let (request, rest) = rest.split_once("\" ")?;
-    let (request_time, _) = rest.split_once(' ')?;
+    let (request_time, rest) = rest.split_once(' ')?;
+    let resnapshots = rest
+        .rsplit_once(' ')
+        .and_then(|(_, last)| last.parse().ok());
     let mut req = request.split(' ');
     Some(Entry {
         msec: msec.parse().ok()?,
@@ -93,6 +108,7 @@ pub fn parse_line(line: &str) -> Option<Entry> {
         method: req.next()?.to_string(),
         path: req.next().unwrap_or("").to_string(),
         request_time: request_time.parse().ok()?,
+        resnapshots,
     })
 }
 
@@ -164,6 +180,12 @@ mod tests {
         assert_eq!(e.shape(), Shape::TwoHop { attempts: 1 });
         assert_eq!(e.upstream_addr(), "127.0.0.2:8080, be");
         assert!((e.msec - 1764430000.123).abs() < 1e-6);
+        assert_eq!(e.resnapshots, None);
+        let with = parse_line(
+            r#"1.0 200 "127.0.0.2:80, 127.0.0.3:80" "GET / HTTP/1.1" 0.001 "502, 200" 1"#,
+        )
+        .unwrap();
+        assert_eq!(with.resnapshots, Some(1));
     }
 
     #[test]
@@ -192,6 +214,7 @@ mod tests {
             method: "GET".into(),
             path: "/".into(),
             request_time: 0.0,
+            resnapshots: None,
         };
         // The final answer came from a real peer: not a no-live failure.
         assert_eq!(e.shape(), Shape::Other);

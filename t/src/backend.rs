@@ -29,6 +29,9 @@ use crate::rng::Rng;
 /// The two addresses the DNS name alternates between.
 pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
+/// A third address, for a static second peer beside the re-resolving one.
+pub const ADDR_C: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 4);
+const ADDRS: [Ipv4Addr; 3] = [ADDR_A, ADDR_B, ADDR_C];
 
 /// What happened to a request the backend read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +92,8 @@ struct Faults {
     rng: Rng,
     delay: Duration,
     idle_timeout: Option<Duration>,
-    hold: Option<oneshot::Sender<Held>>,
+    hold: Option<(oneshot::Sender<Held>, bool)>,
+    fail_next: u32,
 }
 
 #[derive(Default)]
@@ -116,12 +120,12 @@ impl Drop for Backend {
 }
 
 impl Backend {
-    /// Listens on 127.0.0.2:P and 127.0.0.3:P for a free P.
+    /// Listens on 127.0.0.2:P, 127.0.0.3:P and 127.0.0.4:P for a free P.
     pub async fn start() -> Backend {
-        let (a, b) = bind_pair().await;
-        let port = a.local_addr().unwrap().port();
+        let listeners = bind_all().await;
+        let port = listeners[0].local_addr().unwrap().port();
         let state = Arc::new(State::default());
-        let tasks = [a, b]
+        let tasks = listeners
             .into_iter()
             .map(|l| tokio::spawn(accept_loop(l, state.clone())))
             .collect();
@@ -139,8 +143,17 @@ impl Backend {
 
     /// Holds the next request that arrives on a reused (keepalive) connection.
     pub fn arm_hold(&self) -> Hold {
+        self.arm(true)
+    }
+
+    /// Holds the next request, on any connection.
+    pub fn arm_hold_any(&self) -> Hold {
+        self.arm(false)
+    }
+
+    fn arm(&self, reused_only: bool) -> Hold {
         let (tx, rx) = oneshot::channel();
-        self.state.faults.lock().unwrap().hold = Some(tx);
+        self.state.faults.lock().unwrap().hold = Some((tx, reused_only));
         Hold(rx)
     }
 
@@ -150,6 +163,11 @@ impl Backend {
         let mut f = self.state.faults.lock().unwrap();
         f.reclaim_p = p;
         f.rng = Rng::new(seed);
+    }
+
+    /// Closes the next `n` requests' connections without answering.
+    pub fn fail_next(&self, n: u32) {
+        self.state.faults.lock().unwrap().fail_next = n;
     }
 
     pub fn set_delay(&self, delay: Duration) {
@@ -199,17 +217,22 @@ impl Backend {
     }
 }
 
-async fn bind_pair() -> (TcpListener, TcpListener) {
-    for _ in 0..50 {
-        let a = TcpListener::bind((ADDR_A, 0))
+async fn bind_all() -> Vec<TcpListener> {
+    'retry: for _ in 0..50 {
+        let first = TcpListener::bind((ADDRS[0], 0))
             .await
             .expect("bind 127.0.0.2");
-        let port = a.local_addr().unwrap().port();
-        if let Ok(b) = TcpListener::bind((ADDR_B, port)).await {
-            return (a, b);
+        let port = first.local_addr().unwrap().port();
+        let mut all = vec![first];
+        for ip in &ADDRS[1..] {
+            match TcpListener::bind((*ip, port)).await {
+                Ok(l) => all.push(l),
+                Err(_) => continue 'retry,
+            }
         }
+        return all;
     }
-    panic!("no port free on both 127.0.0.2 and 127.0.0.3 after 50 tries");
+    panic!("no port free on all of {ADDRS:?} after 50 tries");
 }
 
 async fn accept_loop(listener: TcpListener, state: Arc<State>) {
@@ -255,17 +278,24 @@ async fn serve(mut stream: TcpStream, ip: Ipv4Addr, conn: u64, state: Arc<State>
         let action = {
             let mut guard = state.faults.lock().unwrap();
             let f = &mut *guard;
-            if index > 0 && f.hold.is_some() {
+            let hold_here = f
+                .hold
+                .as_ref()
+                .is_some_and(|(_, reused_only)| index > 0 || !reused_only);
+            if hold_here {
                 let (tx, rx) = oneshot::channel();
                 let held = Held {
                     addr: ip,
                     path: req.path.clone(),
                     release: tx,
                 };
-                match f.hold.take().unwrap().send(held) {
+                match f.hold.take().unwrap().0.send(held) {
                     Ok(()) => Action::Hold(rx),
                     Err(_) => Action::Answer(f.delay), // nobody waits for it any more
                 }
+            } else if f.fail_next > 0 {
+                f.fail_next -= 1;
+                Action::Drop
             } else if index > 0 && f.reclaim_p > 0.0 && f.rng.chance(f.reclaim_p) {
                 Action::Drop
             } else {

@@ -11,6 +11,7 @@ use reqwest::Method;
 #[derive(Clone, Debug)]
 pub struct Response {
     pub status: Option<u16>,
+    pub headers: reqwest::header::HeaderMap,
     pub body: String,
     pub latency: Duration,
     pub error: Option<String>,
@@ -53,9 +54,11 @@ impl Client {
         match req.send().await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
+                let headers = resp.headers().clone();
                 let body = resp.text().await.unwrap_or_default();
                 Response {
                     status: Some(status),
+                    headers,
                     body,
                     latency: start.elapsed(),
                     error: None,
@@ -63,11 +66,16 @@ impl Client {
             }
             Err(e) => Response {
                 status: None,
+                headers: Default::default(),
                 body: String::new(),
                 latency: start.elapsed(),
                 error: Some(e.to_string()),
             },
         }
+    }
+
+    pub async fn head(&self, path: &str) -> Response {
+        self.request(Method::HEAD, path, None).await
     }
 
     pub async fn get(&self, path: &str) -> Response {

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::accesslog::{self, Entry, LOG_FORMAT, LOG_FORMAT_NAME};
+use crate::accesslog::{self, Entry, LOG_FORMAT_NAME};
 use crate::errorlog;
 
 /// Where `cargo xtask build` installed nginx and the module.
@@ -94,9 +94,18 @@ impl Config {
     }
 
     fn render(&self, prefix: &Path, port: u16) -> String {
-        let mut http = self.http.replace("${PORT}", &port.to_string());
-        for (k, v) in &self.vars {
-            http = http.replace(&format!("${{{k}}}"), v);
+        // Values may themselves name variables (an `${UPSTREAM_EXTRA}` that
+        // mentions `${BPORT}`): substitute until nothing changes (bounded).
+        let mut http = self.http.clone();
+        for _ in 0..4 {
+            let before = http.clone();
+            http = http.replace("${PORT}", &port.to_string());
+            for (k, v) in &self.vars {
+                http = http.replace(&format!("${{{k}}}"), v);
+            }
+            if http == before {
+                break;
+            }
         }
         let load = match &self.flavor.module {
             Some(m) => format!("load_module {};\n", m.display()),
@@ -110,9 +119,10 @@ impl Config {
             "{load}{user}daemon off;\nmaster_process on;\nworker_processes {workers};\n\
              error_log {p}/logs/error.log info;\npid {p}/logs/nginx.pid;\n\
              events {{ worker_connections 4096; }}\n\
-             http {{\n    log_format {LOG_FORMAT_NAME} {LOG_FORMAT};\n    \
+             http {{\n    log_format {LOG_FORMAT_NAME} {format};\n    \
              access_log {p}/logs/access.log {LOG_FORMAT_NAME};\n{http}\n}}\n",
             workers = self.workers,
+            format = accesslog::log_format(self.flavor.module.is_some()),
         )
     }
 }

@@ -18,10 +18,12 @@ pub const NAME: &str = "app.test";
 /// `${DNS}`, `${BPORT}`, `${UPSTREAM_EXTRA}` and `${STATUS}` are filled by
 /// [`Lab::start`].
 pub const SINGLE_PEER_HTTP: &str = r#"
+    ${HTTP_EXTRA}
     upstream be {
         zone be 128k;
         resolver ${DNS} valid=1s ipv6=off;
         resolver_timeout 3s;
+        ${UPSTREAM_PRE}
         server app.test:${BPORT} resolve;
         keepalive 16;
         ${UPSTREAM_EXTRA}
@@ -32,12 +34,99 @@ pub const SINGLE_PEER_HTTP: &str = r#"
             proxy_pass http://be;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            ${LOCATION_EXTRA}
         }
         location = /status {
             ${STATUS}
         }
     }
 "#;
+
+/// Two peers and no keepalive: the re-resolving one and a static one at
+/// [`crate::backend::ADDR_C`] (`max_fails=0` so an injected failure does
+/// not take it out). A failed first attempt is retried because two peers
+/// give two tries.
+pub const TWO_PEERS_HTTP: &str = r#"
+    ${HTTP_EXTRA}
+    upstream be {
+        zone be 128k;
+        resolver ${DNS} valid=1s ipv6=off;
+        resolver_timeout 3s;
+        ${UPSTREAM_PRE}
+        server app.test:${BPORT} resolve;
+        server 127.0.0.4:${BPORT} max_fails=0;
+        ${UPSTREAM_EXTRA}
+    }
+    server {
+        listen 127.0.0.1:${PORT};
+        location / {
+            proxy_pass http://be;
+            ${LOCATION_EXTRA}
+        }
+        location = /status {
+            ${STATUS}
+        }
+    }
+"#;
+
+/// What to start: nginx flavor, configuration template and its fill-ins.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub flavor: Flavor,
+    pub http: &'static str,
+    /// Lines before the `server` lines of `upstream be` (a balancer, ...).
+    pub pre: String,
+    /// Lines at the end of `upstream be`.
+    pub extra: String,
+    /// Whether the upstream keeps connections alive (decides how the race
+    /// gets its failed first attempt).
+    pub keepalive: bool,
+    /// Lines at http level, before the upstream.
+    pub http_extra: String,
+    /// Lines in the proxying location.
+    pub location_extra: String,
+    /// Peers in the list once the name is resolved (readiness, two-peer
+    /// topology).
+    pub peers: u64,
+}
+
+impl Spec {
+    pub fn http_extra(mut self, lines: &str) -> Spec {
+        self.http_extra = lines.into();
+        self
+    }
+
+    pub fn location_extra(mut self, lines: &str) -> Spec {
+        self.location_extra = lines.into();
+        self
+    }
+
+    pub fn single_peer(flavor: Flavor, pre: &str, extra: &str) -> Spec {
+        Spec {
+            flavor,
+            http: SINGLE_PEER_HTTP,
+            pre: pre.into(),
+            extra: extra.into(),
+            keepalive: true,
+            http_extra: String::new(),
+            location_extra: String::new(),
+            peers: 1,
+        }
+    }
+
+    pub fn two_peers(flavor: Flavor, pre: &str, extra: &str) -> Spec {
+        Spec {
+            flavor,
+            http: TWO_PEERS_HTTP,
+            pre: pre.into(),
+            extra: extra.into(),
+            keepalive: false,
+            http_extra: String::new(),
+            location_extra: String::new(),
+            peers: 2,
+        }
+    }
+}
 
 /// nginx, DNS and backend wired together.
 pub struct Lab {
@@ -47,16 +136,34 @@ pub struct Lab {
     pub client: Client,
     /// The address the DNS currently answers.
     pub current: Ipv4Addr,
+    keepalive: bool,
+    module: bool,
 }
 
 impl Lab {
     /// Starts DNS answering [`ADDR_A`], the backend, and nginx with
     /// [`SINGLE_PEER_HTTP`]; waits until nginx proxies to [`ADDR_A`].
     pub async fn start(flavor: Flavor, upstream_extra: &str) -> Lab {
-        Lab::start_with(flavor, SINGLE_PEER_HTTP, upstream_extra).await
+        Lab::start_spec(Spec::single_peer(flavor, "", upstream_extra)).await
     }
 
-    pub async fn start_with(flavor: Flavor, http: &str, upstream_extra: &str) -> Lab {
+    pub async fn start_spec(spec: Spec) -> Lab {
+        Lab::start_spec_with(spec, &[]).await
+    }
+
+    /// As [`Lab::start_spec`], with more `${NAME}` values for the template.
+    pub async fn start_spec_with(spec: Spec, vars: &[(&str, String)]) -> Lab {
+        let Spec {
+            flavor,
+            http,
+            pre,
+            extra,
+            keepalive,
+            http_extra,
+            location_extra,
+            peers,
+        } = spec;
+        let module = flavor.module.is_some();
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
         let backend = Backend::start().await;
@@ -65,11 +172,18 @@ impl Lab {
         } else {
             "return 404;"
         };
-        let config = Config::new(flavor, http)
+        let mut config = Config::new(flavor, http);
+        for (k, v) in vars {
+            config = config.var(k, v);
+        }
+        let config = config
             .var("STATUS", status)
             .var("DNS", dns.addr())
             .var("BPORT", backend.port())
-            .var("UPSTREAM_EXTRA", upstream_extra);
+            .var("UPSTREAM_PRE", pre)
+            .var("UPSTREAM_EXTRA", extra)
+            .var("HTTP_EXTRA", http_extra)
+            .var("LOCATION_EXTRA", location_extra);
         let nginx = Nginx::start(&config);
         let client = Client::new(nginx.url(""));
         let lab = Lab {
@@ -78,8 +192,20 @@ impl Lab {
             nginx,
             client,
             current: ADDR_A,
+            keepalive,
+            module,
         };
-        lab.wait_proxying_to(ADDR_A, "/ready").await;
+        if lab.keepalive {
+            lab.wait_proxying_to(ADDR_A, "/ready").await;
+        } else {
+            // Some balancers (ip_hash) send every request from 127.0.0.1 to
+            // the static peer: readiness is the resolved peer in the list.
+            assert!(
+                lab.module,
+                "the two-peer topology needs the module's gauges"
+            );
+            lab.wait_peers(peers).await;
+        }
         lab
     }
 
@@ -119,18 +245,32 @@ impl Lab {
     /// 1. a request on a warm keepalive connection to the current address is
     ///    held by the backend;
     /// 2. the DNS answer flips to the other address, and the test waits until
-    ///    nginx has asked, been told, and proxies new requests there;
+    ///    nginx has asked, been told, and applied it (new requests reach the
+    ///    new address; with the module, its generation gauge moved);
     /// 3. the backend closes the held connection without answering, so nginx
     ///    retries (a failed cached connection gets its try back) and selects
     ///    again, now under a changed peer-list generation.
     pub async fn race_once(&mut self, i: usize) -> Race {
+        self.race_once_then(i, |_| {}).await
+    }
+
+    /// [`Lab::race_once`], calling `before_release` on the backend just
+    /// before the held connection is closed (to fail the retry too, say).
+    pub async fn race_once_then(
+        &mut self,
+        i: usize,
+        before_release: impl FnOnce(&Backend),
+    ) -> Race {
         let old = self.current;
         let new = if old == ADDR_A { ADDR_B } else { ADDR_A };
 
-        // A cached connection to `old`: its next request is a reused one.
-        self.wait_proxying_to(old, &format!("/warm/{i}")).await;
-
-        let hold = self.backend.arm_hold();
+        let hold = if self.keepalive {
+            // A cached connection to `old`: its next request is a reused one.
+            self.wait_proxying_to(old, &format!("/warm/{i}")).await;
+            self.backend.arm_hold()
+        } else {
+            self.backend.arm_hold_any()
+        };
         let path = format!("/race/{i}");
         let client = self.client.clone();
         let request = {
@@ -141,24 +281,37 @@ impl Lab {
             .caught(Duration::from_secs(10))
             .await
             .unwrap_or_else(|e| panic!("race {i}: {e}"));
-        assert_eq!(held.addr, old, "race {i}: held on the wrong address");
+        if self.keepalive {
+            assert_eq!(held.addr, old, "race {i}: held on the wrong address");
+        }
         assert_eq!(held.path, path);
+        let first_hop = held.addr;
 
+        let generation = if self.module {
+            self.status("be").await["generation"].as_u64()
+        } else {
+            None
+        };
         let since = Instant::now();
         self.dns.set_a(NAME, new);
         self.dns
             .wait_answered(NAME, &Answer::A(vec![new]), since, Duration::from_secs(10))
             .await
             .unwrap_or_else(|e| panic!("race {i}: {e}"));
-        self.wait_proxying_to(new, &format!("/probe/{i}")).await;
+        match generation {
+            Some(g) => self.wait_generation_past(g).await,
+            None => self.wait_proxying_to(new, &format!("/probe/{i}")).await,
+        }
         self.current = new;
 
+        before_release(&self.backend);
         held.close();
         let response = request.await.expect("client task");
         let entry = self.access_entry(&path).await;
         Race {
             old,
             new,
+            first_hop,
             path,
             response,
             entry,
@@ -175,6 +328,31 @@ impl Lab {
     /// upstreams` on the same connection.
     pub fn two_hop_pair(&self, path: &str) -> Option<u64> {
         errorlog::two_hop_pair(&self.nginx.error_log(), &format!(" {path} HTTP/"))
+    }
+
+    /// Polls the module's peers gauge until it reads `n`.
+    pub async fn wait_peers(&self, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if self.status("be").await["peers"].as_u64() == Some(n) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "upstream never had {n} peers");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Polls the module's generation gauge until it has moved past `g`.
+    pub async fn wait_generation_past(&self, g: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = self.status("be").await["generation"].as_u64().unwrap();
+            if now != g {
+                return;
+            }
+            assert!(Instant::now() < deadline, "generation stayed {g}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// The module's JSON status object for `upstream`.
@@ -201,6 +379,8 @@ impl Lab {
 pub struct Race {
     pub old: Ipv4Addr,
     pub new: Ipv4Addr,
+    /// Where the held (failed) first attempt went.
+    pub first_hop: Ipv4Addr,
     pub path: String,
     pub response: Response,
     pub entry: Entry,

@@ -28,6 +28,11 @@ async fn module_on_rescues_the_race() {
         assert_eq!(race.response.body, format!("{}\n", race.new));
         assert_eq!(race.entry.upstream_addr(), expected, "race {i}");
         assert_eq!(race.entry.shape(), Shape::Other);
+        assert_eq!(
+            race.entry.resnapshots,
+            Some(1),
+            "$generation_retry_resnapshots"
+        );
 
         let s = lab.status("be").await;
         let n = (i + 1) as u64;
@@ -61,6 +66,12 @@ async fn module_off_observes_without_changing_the_outcome() {
         format!("{}, be", lab.upstream_addr(race.old))
     );
     assert!(lab.two_hop_pair(&race.path).is_some());
+    assert_eq!(race.entry.resnapshots, Some(0));
+    let log = lab.nginx.error_log();
+    assert!(
+        log.contains("generation_retry: upstream \"be\": cause=generation"),
+        "the module's error line precedes nginx's: {log}"
+    );
     let s = lab.status("be").await;
     assert_eq!(s["busy"]["retry"], 1, "{s}");
     assert_eq!(s["failed"], 1, "{s}");

@@ -1,0 +1,241 @@
+//! What the module must and must not do beyond the race itself.
+
+use std::time::Duration;
+
+use generation_retry_t::backend::{ADDR_A, ADDR_B};
+use generation_retry_t::dns::Answer;
+use generation_retry_t::nginx::Flavor;
+use generation_retry_t::scenario::{Lab, Spec, NAME};
+use reqwest::Method;
+
+const ON: &str = "generation_retry_resnapshot on;";
+
+/// The status endpoint: Prometheus by default with the exact content type,
+/// JSON on request, HEAD without a body, 405 for other methods, and nginx's
+/// access control in front of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_endpoint_formats_methods_and_access() {
+    let spec = Spec::single_peer(Flavor::with_module(), "", ON).http_extra(
+        "server { listen 127.0.0.1:${PORT2}; location / { allow 127.0.0.2; deny all; generation_retry_status; } }",
+    );
+    let port2 = generation_retry_t::nginx::free_port();
+    let lab = Lab::start_spec_with(spec, &[("PORT2", port2.to_string())]).await;
+
+    let r = lab.client.get("/status").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    assert!(r.body.ends_with('\n'));
+    for metric in [
+        "nginx_generation_retry_busy_total",
+        "nginx_generation_retry_resnapshots_total",
+        "nginx_generation_retry_rescued_total",
+        "nginx_generation_retry_failed_total",
+        "nginx_generation_retry_no_live_total",
+        "nginx_generation_retry_generation",
+        "nginx_generation_retry_peers",
+    ] {
+        assert_eq!(
+            r.body.matches(&format!("# TYPE {metric} ")).count(),
+            1,
+            "{metric}"
+        );
+    }
+    assert!(r
+        .body
+        .contains("nginx_generation_retry_busy_total{upstream=\"be\",phase=\"retry\"} 0\n"));
+    assert!(
+        r.body
+            .contains("nginx_generation_retry_peers{upstream=\"be\"} 1\n"),
+        "{}",
+        r.body
+    );
+
+    let j = lab.client.get("/status?format=json").await;
+    assert_eq!(j.headers["content-type"], "application/json");
+    let v: serde_json::Value = serde_json::from_str(&j.body).unwrap();
+    assert_eq!(v["upstreams"][0]["upstream"], "be");
+    assert_eq!(v["upstreams"][0]["mode"], "on");
+
+    let h = lab.client.head("/status").await;
+    assert_eq!(h.status(), 200);
+    assert!(h.body.is_empty());
+
+    for method in [Method::POST, Method::PUT, Method::DELETE] {
+        let r = lab
+            .client
+            .request(method.clone(), "/status", Some(b"x".to_vec()))
+            .await;
+        assert_eq!(r.status(), 405, "{method}");
+    }
+    let garbage = lab.client.get("/status?format=%%%&&=&format").await;
+    assert_eq!(garbage.status(), 200);
+    assert!(garbage.body.starts_with("# HELP"));
+
+    let denied = generation_retry_t::load::Client::new(format!("http://127.0.0.1:{port2}"));
+    assert_eq!(denied.get("/").await.status(), 403, "deny all applies");
+    lab.finish();
+}
+
+/// A busy refusal with an unchanged generation is not the module's to
+/// rescue: nginx's outcome stands, and the cause is counted. Here the name
+/// answers NXDOMAIN, the list empties, and the request meets `empty`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn empty_list_is_counted_as_empty_and_left_alone() {
+    let lab = Lab::start_spec(Spec::single_peer(Flavor::with_module(), "", ON)).await;
+    lab.dns.set(NAME, Answer::NxDomain);
+    lab.wait_peers(0).await;
+
+    let r = lab.client.get("/empty").await;
+    assert_eq!(r.status(), 502);
+    let e = lab.access_entry("/empty").await;
+    assert_eq!(e.upstream_addr(), "be");
+    let s = lab.status("be").await;
+    assert_eq!(s["no_live"]["empty"], 1, "{s}");
+    assert_eq!(s["no_live"]["generation"], 0, "{s}");
+    assert_eq!(s["busy"]["first"], 0, "{s}");
+    assert_eq!(s["resnapshots"], 0, "{s}");
+    assert!(lab
+        .nginx
+        .error_log()
+        .contains("generation_retry: upstream \"be\": cause=empty"));
+    lab.finish();
+}
+
+/// Peers present but unusable (max_conns reached) count as `unavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unusable_peers_are_counted_as_unavailable() {
+    // One peer with max_conns=1: a held request occupies it.
+    let lab = Lab::start_spec(Spec {
+        http: UNAVAILABLE_HTTP,
+        ..Spec::single_peer(Flavor::with_module(), "", ON)
+    })
+    .await;
+    let hold = lab.backend.arm_hold_any();
+    let client = lab.client.clone();
+    let first = tokio::spawn(async move { client.get("/occupy").await });
+    let held = hold.caught(Duration::from_secs(10)).await.unwrap();
+
+    let r = lab.client.get("/refused").await;
+    assert_eq!(r.status(), 502);
+    assert_eq!(lab.access_entry("/refused").await.upstream_addr(), "be");
+    let s = lab.status("be").await;
+    assert_eq!(s["no_live"]["unavailable"], 1, "{s}");
+    assert_eq!(s["no_live"]["generation"], 0, "{s}");
+    assert_eq!(s["busy"]["first"], 0, "{s}");
+
+    held.close();
+    let _ = first.await;
+    lab.finish();
+}
+
+const UNAVAILABLE_HTTP: &str = r#"
+    upstream be {
+        zone be 128k;
+        resolver ${DNS} valid=1s ipv6=off;
+        server app.test:${BPORT} resolve max_conns=1;
+        ${UPSTREAM_EXTRA}
+    }
+    server {
+        listen 127.0.0.1:${PORT};
+        location / { proxy_pass http://be; proxy_next_upstream off; }
+        location = /status { ${STATUS} }
+    }
+"#;
+
+/// A POST whose body reached the backend is not retried by nginx, so the
+/// module has nothing to do: 502 with one hop, no counter moves, and the
+/// backend never answers that POST (so it never runs twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sent_post_is_not_retried() {
+    let lab = Lab::start_spec(Spec::single_peer(Flavor::with_module(), "", ON)).await;
+    lab.wait_proxying_to(ADDR_A, "/warm").await;
+    let hold = lab.backend.arm_hold();
+    let client = lab.client.clone();
+    let post = tokio::spawn(async move {
+        client
+            .request(Method::POST, "/order/1", Some(b"item=1".to_vec()))
+            .await
+    });
+    let held = hold.caught(Duration::from_secs(10)).await.unwrap();
+    let since = std::time::Instant::now();
+    lab.dns.set_a(NAME, ADDR_B);
+    lab.dns
+        .wait_answered(
+            NAME,
+            &Answer::A(vec![ADDR_B]),
+            since,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    held.close();
+
+    let r = post.await.unwrap();
+    assert_eq!(r.status(), 502);
+    let e = lab.access_entry("/order/1").await;
+    assert_eq!(e.hops.len(), 1, "{}", e.upstream_addr());
+    assert_eq!(lab.backend.answered_twice("POST"), Vec::<String>::new());
+    assert_eq!(
+        lab.backend
+            .seen()
+            .iter()
+            .filter(|s| s.path == "/order/1")
+            .count(),
+        1,
+        "the POST reached the backend once"
+    );
+    let s = lab.status("be").await;
+    assert_eq!(s["resnapshots"], 0, "{s}");
+    assert_eq!(s["busy"]["retry"], 0, "{s}");
+    lab.finish();
+}
+
+/// The re-snapshot keeps the request's remaining tries: with three peers and
+/// `proxy_next_upstream_tries 2`, a rescued retry that fails too ends the
+/// request after two attempts (peer.init alone would grant three again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn resnapshot_keeps_next_upstream_tries() {
+    let spec = Spec::two_peers(
+        Flavor::with_module(),
+        "",
+        &format!("server 127.0.0.3:${{BPORT}} max_fails=0; {ON}"),
+    )
+    .location_extra("proxy_next_upstream_tries 2;");
+    let mut lab = Lab::start_spec(Spec { peers: 3, ..spec }).await;
+    // Every attempt after the held one fails too.
+    let race = lab.race_once_then(0, |backend| backend.fail_next(10)).await;
+    assert_eq!(race.response.status(), 502, "{race:?}");
+    assert_eq!(race.entry.hops.len(), 2, "{}", race.entry.upstream_addr());
+    let s = lab.status("be").await;
+    assert_eq!(s["rescued"], 1, "{s}");
+    lab.finish();
+}
+
+/// At http level the directive covers every upstream with a zone; an
+/// upstream's own `off` overrides it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn http_level_applies_and_upstream_level_overrides() {
+    let mut on =
+        Lab::start_spec(Spec::single_peer(Flavor::with_module(), "", "").http_extra(ON)).await;
+    let race = on.race_once(0).await;
+    assert_eq!(race.response.status(), 200, "{race:?}");
+    assert_eq!(on.status("be").await["mode"], "on");
+    on.finish();
+
+    let mut off = Lab::start_spec(
+        Spec::single_peer(
+            Flavor::with_module(),
+            "",
+            "generation_retry_resnapshot off;",
+        )
+        .http_extra(ON),
+    )
+    .await;
+    let race = off.race_once(0).await;
+    assert_eq!(race.response.status(), 502, "{race:?}");
+    assert_eq!(off.status("be").await["mode"], "off");
+    off.finish();
+}
