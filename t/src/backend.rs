@@ -19,10 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio_rustls::rustls::{self, pki_types::pem::PemObject, HandshakeKind};
+use tokio_rustls::TlsAcceptor;
 
 use crate::rng::Rng;
 
@@ -98,6 +100,9 @@ struct Faults {
 
 #[derive(Default)]
 struct State {
+    tls: Option<TlsAcceptor>,
+    /// TLS handshakes: (full, resumed).
+    handshakes: Mutex<(u64, u64)>,
     conn_seq: AtomicU64,
     connections: Mutex<HashMap<Ipv4Addr, u64>>,
     seen: Mutex<Vec<Seen>>,
@@ -122,9 +127,23 @@ impl Drop for Backend {
 impl Backend {
     /// Listens on 127.0.0.2:P, 127.0.0.3:P and 127.0.0.4:P for a free P.
     pub async fn start() -> Backend {
+        Backend::start_with(None).await
+    }
+
+    /// The same over TLS (a self-signed certificate for app.test), with
+    /// session resumption, so a proxy's `proxy_ssl_session_reuse` shows in
+    /// [`Backend::handshakes`].
+    pub async fn start_tls() -> Backend {
+        Backend::start_with(Some(tls_acceptor())).await
+    }
+
+    async fn start_with(tls: Option<TlsAcceptor>) -> Backend {
         let listeners = bind_all().await;
         let port = listeners[0].local_addr().unwrap().port();
-        let state = Arc::new(State::default());
+        let state = Arc::new(State {
+            tls,
+            ..State::default()
+        });
         let tasks = listeners
             .into_iter()
             .map(|l| tokio::spawn(accept_loop(l, state.clone())))
@@ -176,6 +195,11 @@ impl Backend {
 
     pub fn set_idle_timeout(&self, timeout: Option<Duration>) {
         self.state.faults.lock().unwrap().idle_timeout = timeout;
+    }
+
+    /// TLS handshakes so far: (full, resumed).
+    pub fn handshakes(&self) -> (u64, u64) {
+        *self.state.handshakes.lock().unwrap()
     }
 
     /// Every request read so far.
@@ -243,8 +267,45 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
     while let Ok((stream, _)) = listener.accept().await {
         let conn = state.conn_seq.fetch_add(1, Ordering::Relaxed);
         *state.connections.lock().unwrap().entry(ip).or_default() += 1;
-        tokio::spawn(serve(stream, ip, conn, state.clone()));
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        tokio::spawn(async move {
+            match state.tls.clone() {
+                None => serve(stream, ip, conn, state).await,
+                Some(acceptor) => {
+                    let Ok(tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    {
+                        let mut h = state.handshakes.lock().unwrap();
+                        match tls.get_ref().1.handshake_kind() {
+                            Some(HandshakeKind::Resumed) => h.1 += 1,
+                            _ => h.0 += 1,
+                        }
+                    }
+                    serve(tls, ip, conn, state).await
+                }
+            }
+        });
     }
+}
+
+fn tls_acceptor() -> TlsAcceptor {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(format!("{dir}/backend.crt"))
+        .expect("read backend.crt")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("parse backend.crt");
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(format!("{dir}/backend.key"))
+        .expect("read backend.key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("TLS config");
+    TlsAcceptor::from(Arc::new(config))
 }
 
 struct Request {
@@ -260,8 +321,12 @@ enum Action {
     Hold(oneshot::Receiver<()>),
 }
 
-async fn serve(mut stream: TcpStream, ip: Ipv4Addr, conn: u64, state: Arc<State>) {
-    let _ = stream.set_nodelay(true);
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    ip: Ipv4Addr,
+    conn: u64,
+    state: Arc<State>,
+) {
     let mut buf = Vec::with_capacity(4096);
     for index in 0u64.. {
         let idle = state.faults.lock().unwrap().idle_timeout;
@@ -350,7 +415,7 @@ async fn serve(mut stream: TcpStream, ip: Ipv4Addr, conn: u64, state: Arc<State>
 
 /// Reads one request (head and a Content-Length body). `None` on EOF or a
 /// malformed request.
-async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Request> {
+async fn read_request<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut Vec<u8>) -> Option<Request> {
     let head_end = loop {
         if let Some(pos) = find(buf, b"\r\n\r\n") {
             break pos + 4;

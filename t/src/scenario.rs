@@ -31,7 +31,7 @@ pub const SINGLE_PEER_HTTP: &str = r#"
     server {
         listen 127.0.0.1:${PORT};
         location / {
-            proxy_pass http://be;
+            proxy_pass ${SCHEME}://be;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             ${LOCATION_EXTRA}
@@ -60,7 +60,7 @@ pub const TWO_PEERS_HTTP: &str = r#"
     server {
         listen 127.0.0.1:${PORT};
         location / {
-            proxy_pass http://be;
+            proxy_pass ${SCHEME}://be;
             ${LOCATION_EXTRA}
         }
         location = /status {
@@ -88,11 +88,19 @@ pub struct Spec {
     /// Peers in the list once the name is resolved (readiness, two-peer
     /// topology).
     pub peers: u64,
+    /// HTTPS to the backend, with `proxy_ssl_session_reuse on`.
+    pub tls: bool,
 }
 
 impl Spec {
     pub fn http_extra(mut self, lines: &str) -> Spec {
         self.http_extra = lines.into();
+        self
+    }
+
+    /// HTTPS to the backend, reusing TLS sessions.
+    pub fn tls(mut self) -> Spec {
+        self.tls = true;
         self
     }
 
@@ -111,6 +119,7 @@ impl Spec {
             http_extra: String::new(),
             location_extra: String::new(),
             peers: 1,
+            tls: false,
         }
     }
 
@@ -124,6 +133,7 @@ impl Spec {
             http_extra: String::new(),
             location_extra: String::new(),
             peers: 2,
+            tls: false,
         }
     }
 }
@@ -162,11 +172,24 @@ impl Lab {
             http_extra,
             location_extra,
             peers,
+            tls,
         } = spec;
         let module = flavor.module.is_some();
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
-        let backend = Backend::start().await;
+        let backend = if tls {
+            Backend::start_tls().await
+        } else {
+            Backend::start().await
+        };
+        let (scheme, location_extra) = if tls {
+            (
+                "https",
+                format!("proxy_ssl_session_reuse on; {location_extra}"),
+            )
+        } else {
+            ("http", location_extra)
+        };
         let status = if flavor.module.is_some() {
             "generation_retry_status;"
         } else {
@@ -183,7 +206,8 @@ impl Lab {
             .var("UPSTREAM_PRE", pre)
             .var("UPSTREAM_EXTRA", extra)
             .var("HTTP_EXTRA", http_extra)
-            .var("LOCATION_EXTRA", location_extra);
+            .var("LOCATION_EXTRA", location_extra)
+            .var("SCHEME", scheme);
         let nginx = Nginx::start(&config);
         let client = Client::new(nginx.url(""));
         let lab = Lab {
