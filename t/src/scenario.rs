@@ -14,26 +14,23 @@ use crate::{accesslog::Entry, errorlog};
 /// The name the GSLB answers for.
 pub const NAME: &str = "app.test";
 
-/// The seed's setting, on loopback: one re-resolving peer, a zone, keepalive.
-/// `${DNS}`, `${BPORT}`, `${UPSTREAM_EXTRA}` and `${STATUS}` are filled by
-/// [`Lab::start`].
-pub const SINGLE_PEER_HTTP: &str = r#"
+/// nginx proxying `/` to `upstream be`, whose peers re-resolve through the
+/// harness DNS, and serving the module's status on `/status` (`return 404`
+/// without the module). Every `${NAME}` is filled by [`Lab::start_spec`].
+pub const PROXY_HTTP: &str = r#"
     ${HTTP_EXTRA}
     upstream be {
         zone be 128k;
         resolver ${DNS} valid=1s ipv6=off;
         resolver_timeout 3s;
         ${UPSTREAM_PRE}
-        server app.test:${BPORT} resolve;
-        keepalive 16;
+        ${SERVERS}
         ${UPSTREAM_EXTRA}
     }
     server {
         listen 127.0.0.1:${PORT};
         location / {
             proxy_pass ${SCHEME}://be;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
             ${LOCATION_EXTRA}
         }
         location = /status {
@@ -41,39 +38,24 @@ pub const SINGLE_PEER_HTTP: &str = r#"
         }
     }
 "#;
+
+/// The seed's setting, on loopback: one re-resolving peer and keepalive.
+pub const SINGLE_PEER_SERVERS: &str = "server app.test:${BPORT} resolve;\n        keepalive 16;";
+const KEEPALIVE_LOCATION: &str = "proxy_http_version 1.1; proxy_set_header Connection \"\";";
 
 /// Two peers and no keepalive: the re-resolving one and a static one at
 /// [`crate::backend::ADDR_C`] (`max_fails=0` so an injected failure does
 /// not take it out). A failed first attempt is retried because two peers
 /// give two tries.
-pub const TWO_PEERS_HTTP: &str = r#"
-    ${HTTP_EXTRA}
-    upstream be {
-        zone be 128k;
-        resolver ${DNS} valid=1s ipv6=off;
-        resolver_timeout 3s;
-        ${UPSTREAM_PRE}
-        server app.test:${BPORT} resolve;
-        server 127.0.0.4:${BPORT} max_fails=0;
-        ${UPSTREAM_EXTRA}
-    }
-    server {
-        listen 127.0.0.1:${PORT};
-        location / {
-            proxy_pass ${SCHEME}://be;
-            ${LOCATION_EXTRA}
-        }
-        location = /status {
-            ${STATUS}
-        }
-    }
-"#;
+pub const TWO_PEERS_SERVERS: &str =
+    "server app.test:${BPORT} resolve;\n        server 127.0.0.4:${BPORT} max_fails=0;";
 
 /// What to start: nginx flavor, configuration template and its fill-ins.
 #[derive(Clone, Debug)]
 pub struct Spec {
     pub flavor: Flavor,
-    pub http: &'static str,
+    /// The `server` (and `keepalive`) lines of `upstream be`.
+    pub servers: String,
     /// Lines before the `server` lines of `upstream be` (a balancer, ...).
     pub pre: String,
     /// Lines at the end of `upstream be`.
@@ -104,20 +86,21 @@ impl Spec {
         self
     }
 
+    /// Adds lines to the proxying location.
     pub fn location_extra(mut self, lines: &str) -> Spec {
-        self.location_extra = lines.into();
+        self.location_extra = format!("{} {lines}", self.location_extra);
         self
     }
 
     pub fn single_peer(flavor: Flavor, pre: &str, extra: &str) -> Spec {
         Spec {
             flavor,
-            http: SINGLE_PEER_HTTP,
+            servers: SINGLE_PEER_SERVERS.into(),
             pre: pre.into(),
             extra: extra.into(),
             keepalive: true,
             http_extra: String::new(),
-            location_extra: String::new(),
+            location_extra: KEEPALIVE_LOCATION.into(),
             peers: 1,
             tls: false,
         }
@@ -126,7 +109,7 @@ impl Spec {
     pub fn two_peers(flavor: Flavor, pre: &str, extra: &str) -> Spec {
         Spec {
             flavor,
-            http: TWO_PEERS_HTTP,
+            servers: TWO_PEERS_SERVERS.into(),
             pre: pre.into(),
             extra: extra.into(),
             keepalive: false,
@@ -165,7 +148,7 @@ impl Lab {
     pub async fn start_spec_with(spec: Spec, vars: &[(&str, String)]) -> Lab {
         let Spec {
             flavor,
-            http,
+            servers,
             pre,
             extra,
             keepalive,
@@ -195,7 +178,7 @@ impl Lab {
         } else {
             "return 404;"
         };
-        let mut config = Config::new(flavor, http);
+        let mut config = Config::new(flavor, PROXY_HTTP).var("SERVERS", servers);
         for (k, v) in vars {
             config = config.var(k, v);
         }

@@ -7,9 +7,21 @@ use generation_retry_t::backend::{ADDR_A, ADDR_B};
 use generation_retry_t::dns::Answer;
 use generation_retry_t::errorlog::{with_message, PREMATURELY_CLOSED};
 use generation_retry_t::load::open_loop;
+use generation_retry_t::load::Sent;
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, NAME};
 use reqwest::Method;
+
+fn assert_all_ok(sent: &[Sent]) {
+    let failed: Vec<_> = sent.iter().filter(|s| s.response.status() != 200).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed, first: {:?}",
+        failed.len(),
+        sent.len(),
+        failed.first()
+    );
+}
 
 /// DNS alternation alone: the name's single A record swaps at every
 /// re-resolve under load, and no client sees an error (swaps are atomic).
@@ -31,14 +43,7 @@ async fn dns_alternation_alone_gives_no_errors() {
     );
     assert!(lab.backend.answered(ADDR_A, "GET") > 0 && lab.backend.answered(ADDR_B, "GET") > 0);
 
-    let failed: Vec<_> = sent.iter().filter(|s| s.response.status() != 200).collect();
-    assert!(
-        failed.is_empty(),
-        "{} of {} failed, first: {:?}",
-        failed.len(),
-        sent.len(),
-        failed.first()
-    );
+    assert_all_ok(&sent);
     // Only the load's lines: readiness probes before the first resolution
     // legitimately meet an empty peer list.
     let load: Vec<_> = lab
@@ -70,14 +75,7 @@ async fn keepalive_reclaim_alone_is_rescued_by_retry() {
         first_attempt_failures >= 20,
         "only {first_attempt_failures} first-attempt failures: the reclaim fault did not bite"
     );
-    let failed: Vec<_> = sent.iter().filter(|s| s.response.status() != 200).collect();
-    assert!(
-        failed.is_empty(),
-        "{} of {} failed, first: {:?}",
-        failed.len(),
-        sent.len(),
-        failed.first()
-    );
+    assert_all_ok(&sent);
     assert_eq!(
         lab.dns.answers_for(NAME).len(),
         1,

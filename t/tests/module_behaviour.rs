@@ -108,10 +108,13 @@ async fn empty_list_is_counted_as_empty_and_left_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unusable_peers_are_counted_as_unavailable() {
     // One peer with max_conns=1: a held request occupies it.
-    let lab = Lab::start_spec(Spec {
-        http: UNAVAILABLE_HTTP,
-        ..Spec::single_peer(Flavor::with_module(), "", ON)
-    })
+    let lab = Lab::start_spec(
+        Spec {
+            servers: "server app.test:${BPORT} resolve max_conns=1;".into(),
+            ..Spec::single_peer(Flavor::with_module(), "", ON)
+        }
+        .location_extra("proxy_next_upstream off;"),
+    )
     .await;
     let hold = lab.backend.arm_hold_any();
     let client = lab.client.clone();
@@ -130,20 +133,6 @@ async fn unusable_peers_are_counted_as_unavailable() {
     let _ = first.await;
     lab.finish();
 }
-
-const UNAVAILABLE_HTTP: &str = r#"
-    upstream be {
-        zone be 128k;
-        resolver ${DNS} valid=1s ipv6=off;
-        server app.test:${BPORT} resolve max_conns=1;
-        ${UPSTREAM_EXTRA}
-    }
-    server {
-        listen 127.0.0.1:${PORT};
-        location / { proxy_pass http://be; proxy_next_upstream off; }
-        location = /status { ${STATUS} }
-    }
-"#;
 
 /// A POST whose body reached the backend is not retried by nginx, so the
 /// module has nothing to do: 502 with one hop, no counter moves, and the
