@@ -91,6 +91,8 @@ impl Hold {
 #[derive(Default)]
 struct Faults {
     reclaim_p: f64,
+    /// A reclaimed request is closed after a delay drawn in [0, this].
+    reclaim_delay_max: Duration,
     rng: Rng,
     delay: Duration,
     idle_timeout: Option<Duration>,
@@ -179,9 +181,17 @@ impl Backend {
     /// Closes a reused connection without answering with probability `p`
     /// per request on it; `seed` makes the choices repeatable.
     pub fn set_reclaim(&self, p: f64, seed: u64) {
+        self.set_reclaim_after(p, seed, Duration::ZERO);
+    }
+
+    /// As [`Backend::set_reclaim`], closing each reclaimed request after a
+    /// delay drawn in [0, `delay_max`]: the request was in flight for that
+    /// long, as one is while a slow backend works on it.
+    pub fn set_reclaim_after(&self, p: f64, seed: u64, delay_max: Duration) {
         let mut f = self.state.faults.lock().unwrap();
         f.reclaim_p = p;
         f.rng = Rng::new(seed);
+        f.reclaim_delay_max = delay_max;
     }
 
     /// Closes the next `n` requests' connections without answering.
@@ -317,7 +327,7 @@ struct Request {
 /// What to do with a request that has been read.
 enum Action {
     Answer(Duration),
-    Drop,
+    Drop(Duration),
     Hold(oneshot::Receiver<()>),
 }
 
@@ -360,9 +370,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             } else if f.fail_next > 0 {
                 f.fail_next -= 1;
-                Action::Drop
+                Action::Drop(Duration::ZERO)
             } else if index > 0 && f.reclaim_p > 0.0 && f.rng.chance(f.reclaim_p) {
-                Action::Drop
+                let delay = f.reclaim_delay_max.mul_f64(f.rng.unit());
+                Action::Drop(delay)
             } else {
                 Action::Answer(f.delay)
             }
@@ -370,7 +381,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
 
         let outcome = match &action {
             Action::Answer(_) => Outcome::Answered,
-            Action::Drop | Action::Hold(_) => Outcome::Dropped,
+            Action::Drop(_) | Action::Hold(_) => Outcome::Dropped,
         };
         state.seen.lock().unwrap().push(Seen {
             at: Instant::now(),
@@ -383,7 +394,12 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         });
 
         match action {
-            Action::Drop => return,
+            Action::Drop(delay) => {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                return;
+            }
             Action::Hold(release) => {
                 let _ = release.await;
                 return;

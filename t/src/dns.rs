@@ -28,16 +28,27 @@ pub enum Answer {
     NxDomain,
     /// SERVFAIL: nginx keeps the old peers.
     ServFail,
-    /// One A record per answer, the next address of the list each time: a
-    /// GSLB alternating between data centres at every re-resolve. Logged as
-    /// the `A` answer actually given.
-    Rotate(Vec<Ipv4Addr>),
+    /// The next answer of the list at each A query, round and round: a GSLB
+    /// alternating between data centres at every re-resolve (see
+    /// [`Answer::rotate`]), or a schedule of faults. Logged as the answer
+    /// actually given.
+    Cycle(Vec<Answer>),
+}
+
+impl Answer {
+    /// One A record per answer, the next address of `ips` each time.
+    pub fn rotate(ips: &[Ipv4Addr]) -> Answer {
+        Answer::Cycle(ips.iter().map(|ip| Answer::A(vec![*ip])).collect())
+    }
 }
 
 /// One query and what it was told.
 #[derive(Clone, Debug)]
 pub struct Query {
     pub at: Instant,
+    /// The same moment as seconds since the epoch, to line up with nginx's
+    /// `$msec`.
+    pub wall: f64,
     pub name: String,
     pub qtype: RecordType,
     pub answer: Answer,
@@ -56,13 +67,13 @@ impl State {
         let mut answers = self.answers.lock().unwrap();
         match answers.get_mut(name) {
             None => Answer::NxDomain,
-            Some(Answer::Rotate(list)) if list.is_empty() => Answer::A(Vec::new()),
-            Some(Answer::Rotate(list)) => {
-                let ip = list[0];
+            Some(Answer::Cycle(list)) if list.is_empty() => Answer::A(Vec::new()),
+            Some(Answer::Cycle(list)) => {
+                let first = list[0].clone();
                 if qtype == RecordType::A {
                     list.rotate_left(1);
                 }
-                Answer::A(vec![ip])
+                first
             }
             Some(other) => other.clone(),
         }
@@ -108,15 +119,23 @@ impl RequestHandler for Handler {
             Answer::A(_) => ResponseCode::NoError,
             Answer::NxDomain => ResponseCode::NXDomain,
             Answer::ServFail => ResponseCode::ServFail,
-            Answer::Rotate(_) => unreachable!("resolved by State::answer"),
+            Answer::Cycle(_) => ResponseCode::ServFail, // nested cycles are not supported
         };
 
+        // Timestamped before the answer leaves (so nothing nginx does with it
+        // can precede the recorded time), logged after (so a waiter that sees
+        // the entry knows the answer was sent).
+        let at = Instant::now();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
         let msg = builder.build(meta, records.iter(), [], [], []);
         let info = send(&mut response, msg, request).await;
 
-        // Logged after the answer left, so "nginx received X" is true when seen.
         self.0.log.lock().unwrap().push(Query {
-            at: Instant::now(),
+            at,
+            wall,
             name: key(&name.to_ascii()),
             qtype,
             answer,
@@ -205,6 +224,24 @@ impl DnsServer {
                     out.push((q.at, ips));
                 }
             }
+        }
+        out
+    }
+
+    /// Epoch seconds of every change of the answer to `name`'s A queries
+    /// (an address swap, an NXDOMAIN starting or ending), after the first.
+    pub fn swaps(&self, name: &str) -> Vec<f64> {
+        let name = key(name);
+        let mut last: Option<Answer> = None;
+        let mut out = Vec::new();
+        for q in self.log() {
+            if q.name != name || q.qtype != RecordType::A {
+                continue;
+            }
+            if last.as_ref().is_some_and(|l| *l != q.answer) {
+                out.push(q.wall);
+            }
+            last = Some(q.answer);
         }
         out
     }

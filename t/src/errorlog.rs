@@ -56,6 +56,15 @@ pub fn with_message<'a>(text: &'a str, prefix: &str) -> Vec<Line<'a>> {
 }
 
 pub const PREMATURELY_CLOSED: &str = "upstream prematurely closed connection";
+
+/// An error line of a failed attempt at a peer (closed, reset, timed out,
+/// refused): what nginx's retry then handles. Not `no live upstreams`, which
+/// is a refused selection, nor this module's own lines.
+pub fn is_upstream_attempt_failure(message: &str) -> bool {
+    !message.starts_with(NO_LIVE)
+        && !message.starts_with("generation_retry:")
+        && (message.contains(" from upstream") || message.contains(" to upstream"))
+}
 pub const NO_LIVE: &str = "no live upstreams";
 
 /// For the request whose error lines mention `request_marker` (its URI):
@@ -103,6 +112,19 @@ mod tests {
         // A lone no-live line is the 1-hop shape, not the pair.
         assert_eq!(two_hop_pair(LOG, "/race/2 "), None);
         assert_eq!(with_message(LOG, NO_LIVE).len(), 2);
+    }
+
+    #[test]
+    fn attempt_failures_exclude_refused_selections() {
+        let l = lines(LOG);
+        assert!(is_upstream_attempt_failure(l[1].message));
+        assert!(!is_upstream_attempt_failure(l[2].message));
+        assert!(is_upstream_attempt_failure(
+            "recv() failed (104: Connection reset by peer) while reading response header from upstream"
+        ));
+        assert!(!is_upstream_attempt_failure(
+            "generation_retry: upstream \"be\": cause=empty while connecting to upstream"
+        ));
     }
 
     #[test]

@@ -33,16 +33,25 @@ pub struct Client {
 impl Client {
     /// `base` like `http://127.0.0.1:PORT`.
     pub fn new(base: impl Into<String>) -> Client {
+        Client::build(base.into(), None)
+    }
+
+    /// A client whose connections leave from `source` (any 127/8 address):
+    /// balancers that hash the client address (ip_hash uses its first three
+    /// octets) then see different clients.
+    pub fn with_source(base: impl Into<String>, source: std::net::IpAddr) -> Client {
+        Client::build(base.into(), Some(source))
+    }
+
+    fn build(base: String, source: Option<std::net::IpAddr>) -> Client {
         let http = reqwest::Client::builder()
             .no_proxy()
+            .local_address(source)
             .timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(256)
             .build()
             .expect("reqwest client");
-        Client {
-            http,
-            base: base.into(),
-        }
+        Client { http, base }
     }
 
     pub async fn request(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Response {

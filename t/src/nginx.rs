@@ -50,6 +50,29 @@ impl Flavor {
         }
     }
 
+    /// nginx 1.28.0 with the core patches of `nginx-src-patches/`, no module.
+    pub fn patched() -> Flavor {
+        Flavor {
+            binary: installed("patched/sbin/nginx"),
+            module: None,
+            name: "patched",
+        }
+    }
+
+    /// The patched nginx with the module loaded as well.
+    pub fn patched_with_module() -> Flavor {
+        Flavor {
+            module: Flavor::with_module().module,
+            name: "patched-module",
+            ..Flavor::patched()
+        }
+    }
+
+    /// Whether `cargo xtask build` produced the patched binary.
+    pub fn patched_available() -> bool {
+        install_dir().join("patched/sbin/nginx").is_file()
+    }
+
     /// Stock nginx 1.28.0 with the module loaded.
     pub fn with_module() -> Flavor {
         Flavor {

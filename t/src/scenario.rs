@@ -36,6 +36,7 @@ pub const PROXY_HTTP: &str = r#"
         location = /status {
             ${STATUS}
         }
+        ${SERVER_EXTRA}
     }
 "#;
 
@@ -67,9 +68,6 @@ pub struct Spec {
     pub http_extra: String,
     /// Lines in the proxying location.
     pub location_extra: String,
-    /// Peers in the list once the name is resolved (readiness, two-peer
-    /// topology).
-    pub peers: u64,
     /// HTTPS to the backend, with `proxy_ssl_session_reuse on`.
     pub tls: bool,
 }
@@ -101,7 +99,6 @@ impl Spec {
             keepalive: true,
             http_extra: String::new(),
             location_extra: KEEPALIVE_LOCATION.into(),
-            peers: 1,
             tls: false,
         }
     }
@@ -115,7 +112,6 @@ impl Spec {
             keepalive: false,
             http_extra: String::new(),
             location_extra: String::new(),
-            peers: 2,
             tls: false,
         }
     }
@@ -127,10 +123,11 @@ pub struct Lab {
     pub backend: Backend,
     pub nginx: Nginx,
     pub client: Client,
+    /// Clients from 127.0.K.1, K = 1..=16, for probes (see [`Client::with_source`]).
+    probes: Vec<Client>,
     /// The address the DNS currently answers.
     pub current: Ipv4Addr,
     keepalive: bool,
-    module: bool,
 }
 
 impl Lab {
@@ -154,10 +151,8 @@ impl Lab {
             keepalive,
             http_extra,
             location_extra,
-            peers,
             tls,
         } = spec;
-        let module = flavor.module.is_some();
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
         let backend = if tls {
@@ -190,39 +185,44 @@ impl Lab {
             .var("UPSTREAM_EXTRA", extra)
             .var("HTTP_EXTRA", http_extra)
             .var("LOCATION_EXTRA", location_extra)
-            .var("SCHEME", scheme);
+            .var("SCHEME", scheme)
+            .var("SERVER_EXTRA", "");
         let nginx = Nginx::start(&config);
         let client = Client::new(nginx.url(""));
+        let probes = (1..=16u8)
+            .map(|k| {
+                Client::with_source(nginx.url(""), std::net::Ipv4Addr::new(127, 0, k, 1).into())
+            })
+            .collect();
         let lab = Lab {
             dns,
             backend,
             nginx,
             client,
+            probes,
             current: ADDR_A,
             keepalive,
-            module,
         };
-        if lab.keepalive {
-            lab.wait_proxying_to(ADDR_A, "/ready").await;
-        } else {
-            // Some balancers (ip_hash) send every request from 127.0.0.1 to
-            // the static peer: readiness is the resolved peer in the list.
-            assert!(
-                lab.module,
-                "the two-peer topology needs the module's gauges"
-            );
-            lab.wait_peers(peers).await;
-        }
+        lab.wait_proxying_to(ADDR_A, "/ready").await;
         lab
     }
 
     /// Polls with requests until one is answered by `ip`: proof that nginx's
-    /// peer list holds the address the DNS gave it. Bounded: 10 s.
+    /// peer list holds the address the DNS gave it. Probes vary their path
+    /// and source address, so hashing balancers reach every peer. Bounded:
+    /// 10 s.
     pub async fn wait_proxying_to(&self, ip: Ipv4Addr, tag: &str) {
         let deadline = Instant::now() + Duration::from_secs(10);
         let want = format!("{ip}\n");
         for k in 0.. {
-            let r = self.client.get(&format!("{tag}/{k}")).await;
+            let client = if self.keepalive {
+                // Through the main client: it warms nginx's keepalive cache
+                // exactly as the race needs.
+                &self.client
+            } else {
+                &self.probes[k % self.probes.len()]
+            };
+            let r = client.get(&format!("{tag}/{k}")).await;
             if r.status() == 200 && r.body == want {
                 return;
             }
@@ -253,7 +253,7 @@ impl Lab {
     ///    held by the backend;
     /// 2. the DNS answer flips to the other address, and the test waits until
     ///    nginx has asked, been told, and applied it (new requests reach the
-    ///    new address; with the module, its generation gauge moved);
+    ///    new address);
     /// 3. the backend closes the held connection without answering, so nginx
     ///    retries (a failed cached connection gets its try back) and selects
     ///    again, now under a changed peer-list generation.
@@ -294,21 +294,13 @@ impl Lab {
         assert_eq!(held.path, path);
         let first_hop = held.addr;
 
-        let generation = if self.module {
-            self.status("be").await["generation"].as_u64()
-        } else {
-            None
-        };
         let since = Instant::now();
         self.dns.set_a(NAME, new);
         self.dns
             .wait_answered(NAME, &Answer::A(vec![new]), since, Duration::from_secs(10))
             .await
             .unwrap_or_else(|e| panic!("race {i}: {e}"));
-        match generation {
-            Some(g) => self.wait_generation_past(g).await,
-            None => self.wait_proxying_to(new, &format!("/probe/{i}")).await,
-        }
+        self.wait_proxying_to(new, &format!("/probe/{i}")).await;
         self.current = new;
 
         before_release(&self.backend);
@@ -346,19 +338,6 @@ impl Lab {
             }
             assert!(Instant::now() < deadline, "upstream never had {n} peers");
             tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// Polls the module's generation gauge until it has moved past `g`.
-    pub async fn wait_generation_past(&self, g: u64) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let now = self.status("be").await["generation"].as_u64().unwrap();
-            if now != g {
-                return;
-            }
-            assert!(Instant::now() < deadline, "generation stayed {g}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 

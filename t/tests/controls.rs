@@ -28,7 +28,7 @@ fn assert_all_ok(sent: &[Sent]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dns_alternation_alone_gives_no_errors() {
     let lab = Lab::start(Flavor::stock(), "").await;
-    lab.dns.set(NAME, Answer::Rotate(vec![ADDR_B, ADDR_A]));
+    lab.dns.set(NAME, Answer::rotate(&[ADDR_B, ADDR_A]));
 
     let sent = open_loop(&lab.client, 100.0, Duration::from_secs(10), |i| {
         (Method::GET, format!("/alt/{i}"), None)

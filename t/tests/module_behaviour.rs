@@ -193,7 +193,7 @@ async fn resnapshot_keeps_next_upstream_tries() {
         &format!("server 127.0.0.3:${{BPORT}} max_fails=0; {ON}"),
     )
     .location_extra("proxy_next_upstream_tries 2;");
-    let mut lab = Lab::start_spec(Spec { peers: 3, ..spec }).await;
+    let mut lab = Lab::start_spec(spec).await;
     // Every attempt after the held one fails too.
     let race = lab.race_once_then(0, |backend| backend.fail_next(10)).await;
     assert_eq!(race.response.status(), 502, "{race:?}");

@@ -2,6 +2,7 @@
 //! crate) and the module, copied to fixed paths:
 //!
 //! - `target/nginx/1.28.0/stock/sbin/nginx`
+//! - `target/nginx/1.28.0/patched/sbin/nginx` (see `patched.rs`)
 //! - `target/nginx/1.28.0/modules/ngx_http_upstream_generation_retry_module.so`
 
 use std::fs;
@@ -28,9 +29,15 @@ pub fn build() -> Result<PathBuf> {
     copy_if_changed(&found.nginx_build_dir.join("nginx"), &stock_nginx)?;
     copy_if_changed(&found.module, &module)?;
     check_nginx(&stock_nginx)?;
+    let patched = crate::patched::build(&found.nginx_build_dir, &install)?;
+    check_nginx(&patched)?;
 
     eprintln!("xtask: nginx  {}", stock_nginx.display());
     eprintln!("xtask: module {}", module.display());
+    eprintln!(
+        "xtask: nginx  {} (with nginx-src-patches)",
+        patched.display()
+    );
     Ok(install)
 }
 
@@ -96,7 +103,7 @@ fn is_package(msg: &Value, name: &str) -> bool {
         .is_some_and(|id| id.contains(&format!("#{name}@")) || id.contains(&format!("/{name}#")))
 }
 
-fn copy_if_changed(from: &Path, to: &Path) -> Result {
+pub fn copy_if_changed(from: &Path, to: &Path) -> Result {
     let new = fs::read(from).map_err(|e| format!("{}: {e}", from.display()))?;
     if fs::read(to).ok().as_deref() == Some(&new[..]) {
         return Ok(());

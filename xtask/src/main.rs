@@ -6,6 +6,7 @@
 //! - `nginx-test`: `build`, then the unit tests and the integration suite.
 
 mod build;
+mod patched;
 mod prereq;
 
 use std::env;
@@ -26,6 +27,7 @@ fn main() -> ExitCode {
     let result = match cmd {
         "build" => build::build().map(|_| ()),
         "nginx-test" => nginx_test(rest),
+        "lab" => lab(rest),
         "help" | "--help" | "-h" => {
             print_help();
             Ok(())
@@ -46,7 +48,9 @@ fn print_help() {
         "cargo xtask <command>\n\n\
          build        build nginx {NGINX_VERSION} and the module into target/nginx/{NGINX_VERSION}/\n\
          nginx-test   build, then run the unit tests and the nginx integration suite\n\
-                      (arguments after `--` go to the test binaries, e.g. a test name filter)"
+                      (arguments after `--` go to the test binaries, e.g. a test name filter)\n\
+         lab          build, then stock nginx beside nginx with the module under the same\n\
+                      load and faults; `cargo xtask lab --help` for its options"
     );
 }
 
@@ -112,6 +116,25 @@ fn nginx_test(extra: &[String]) -> Result {
         cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
     }
     run_tests(&mut cmd)
+}
+
+/// `cargo xtask lab [options]`: the lab binary of the harness, in release.
+fn lab(args: &[String]) -> Result {
+    let install_dir = build::build()?;
+    run(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "generation-retry-t",
+            "--bin",
+            "lab",
+            "--",
+        ])
+        .args(args)
+        .env("GENERATION_RETRY_NGINX_DIR", &install_dir)
+        .env("GENERATION_RETRY_TARGET_DIR", target_dir()))
 }
 
 /// Runs cargo test, echoing its output, and closes with one summary line

@@ -1,0 +1,199 @@
+//! `cargo xtask lab`: stock nginx 1.28.0 beside nginx with the module (and
+//! the workarounds people use today) under the same load and faults; prints
+//! the table and writes results.json, results.csv and chart.svg.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use generation_retry_t::lab::{self, Arm, ArmResult, Options};
+use generation_retry_t::nginx::Flavor;
+
+const USAGE: &str = "\
+cargo xtask lab [options]
+
+  --rate N          requests per second, open loop (default 300)
+  --duration S      seconds of load per arm (default 20)
+  --arms A,B,...    arms to run (default: all); names:
+                    stock stock+max_fails=0 stock+backup stock+@retry_once
+                    module-off module-on patched control:alternation-only
+                    control:reclaim-only sibling:two-records sibling:nxdomain
+  --valid S         resolver valid= seconds (default 1; the seed used 5)
+  --reclaim P       probability a reused connection is reclaimed (default 0.05)
+  --seed N          seed of the fault injection (default 1656)
+  --quick           about a minute: 8 s per arm, stock, module-off, module-on
+                    (and patched when built)
+  --out DIR         where to write results (default target/lab/<UTC time>)";
+
+struct Args {
+    opts: Options,
+    arms: Vec<Arm>,
+    out: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut opts = Options {
+        duration: Duration::from_secs(20),
+        ..Options::default()
+    };
+    let mut arms: Option<Vec<Arm>> = None;
+    let mut out = None;
+    let mut quick = false;
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--rate" => opts.rate = num(&value("--rate")?, "--rate")?,
+            "--duration" => {
+                opts.duration = Duration::from_secs_f64(num(&value("--duration")?, "--duration")?)
+            }
+            "--valid" => opts.valid = num(&value("--valid")?, "--valid")? as u32,
+            "--reclaim" => opts.reclaim = num(&value("--reclaim")?, "--reclaim")?,
+            "--seed" => opts.seed = num(&value("--seed")?, "--seed")? as u64,
+            "--out" => out = Some(PathBuf::from(value("--out")?)),
+            "--arms" => {
+                let list = value("--arms")?;
+                let parsed: Result<Vec<Arm>, String> = list
+                    .split(',')
+                    .map(|n| Arm::parse(n.trim()).ok_or(format!("unknown arm `{n}`")))
+                    .collect();
+                arms = Some(parsed?);
+            }
+            "--quick" => quick = true,
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown option `{other}`\n\n{USAGE}")),
+        }
+    }
+    if opts.rate <= 0.0
+        || opts.duration.is_zero()
+        || !(0.0..=1.0).contains(&opts.reclaim)
+        || opts.valid == 0
+    {
+        return Err("rate and duration must be positive, valid >= 1, reclaim in 0..1".into());
+    }
+    let patched = Flavor::patched_available();
+    let arms = arms.unwrap_or_else(|| {
+        let base: &[Arm] = if quick {
+            &[Arm::Stock, Arm::ModuleOff, Arm::ModuleOn, Arm::Patched]
+        } else {
+            Arm::ALL
+        };
+        base.iter()
+            .copied()
+            .filter(|a| *a != Arm::Patched || patched)
+            .collect()
+    });
+    if quick {
+        opts.duration = Duration::from_secs(8);
+    }
+    if arms.contains(&Arm::Patched) && !patched {
+        return Err("the patched arm needs target/nginx/1.28.0/patched (cargo xtask build)".into());
+    }
+    Ok(Args { opts, arms, out })
+}
+
+fn num(v: &str, name: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .ok_or(format!("{name}: `{v}` is not a non-negative number"))
+}
+
+/// `YYYYmmdd-HHMMSS` in UTC.
+fn utc_stamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn progress_line(i: usize, n: usize, arm: &str, f: f64) {
+    let width = 30;
+    let done = (f * width as f64).round() as usize;
+    eprint!(
+        "\r[{}/{n}] {arm:<26} [{}{}] {:>3.0}%",
+        i + 1,
+        "#".repeat(done),
+        ".".repeat(width - done.min(width)),
+        f * 100.0
+    );
+    let _ = std::io::stderr().flush();
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let o = &args.opts;
+    eprintln!(
+        "lab: {} arms, {} rps for {:?} each, valid={}s, reclaim p={} (in flight up to {:?}), {}% POST, seed {}",
+        args.arms.len(),
+        o.rate,
+        o.duration,
+        o.valid,
+        o.reclaim,
+        o.reclaim_delay,
+        o.post_share * 100.0,
+        o.seed
+    );
+    let mut results: Vec<ArmResult> = Vec::new();
+    let n = args.arms.len();
+    for (i, arm) in args.arms.iter().copied().enumerate() {
+        let name = arm.name();
+        let r = lab::run_arm(arm, o, move |f| progress_line(i, n, name, f)).await;
+        progress_line(i, n, name, 1.0);
+        eprintln!();
+        results.push(r);
+    }
+
+    println!("\n{}", lab::render_table(&results));
+    let out = args.out.unwrap_or_else(|| {
+        let target = std::env::var_os("GENERATION_RETRY_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")));
+        target.join("lab").join(utc_stamp())
+    });
+    if let Err(e) = write_results(&out, &results, o) {
+        eprintln!("lab: cannot write results to {}: {e}", out.display());
+        return ExitCode::FAILURE;
+    }
+    println!("results: {}", out.display());
+    ExitCode::SUCCESS
+}
+
+fn write_results(out: &PathBuf, results: &[ArmResult], o: &Options) -> std::io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    let json: Vec<_> = results.iter().map(ArmResult::to_json).collect();
+    let doc = serde_json::to_string_pretty(&serde_json::Value::Array(json)).unwrap();
+    std::fs::write(out.join("results.json"), doc + "\n")?;
+    std::fs::write(out.join("results.csv"), lab::render_csv(results))?;
+    std::fs::write(out.join("chart.svg"), lab::render_svg(results, o.duration))?;
+    let cmdline: Vec<String> = std::env::args().skip(1).collect();
+    std::fs::write(
+        out.join("command.txt"),
+        format!("cargo xtask lab {}\n", cmdline.join(" ")),
+    )
+}

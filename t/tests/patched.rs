@@ -1,0 +1,62 @@
+//! nginx 1.28.0 with `nginx-src-patches/1.28.0` applied, without the module:
+//! the same race answers 200 from the new address. With the module loaded
+//! too, the core has already re-snapshotted, so the module finds nothing
+//! to rescue and counts nothing.
+
+use generation_retry_t::accesslog::Shape;
+use generation_retry_t::nginx::Flavor;
+use generation_retry_t::scenario::{Lab, Spec};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn patched_nginx_rescues_the_race_without_the_module() {
+    let mut lab = Lab::start(Flavor::patched(), "").await;
+    for i in 0..10 {
+        let race = lab.race_once(i).await;
+        assert_eq!(
+            race.response.status(),
+            200,
+            "race {i}: {race:?}\n{}",
+            lab.nginx.error_log()
+        );
+        assert_eq!(
+            race.entry.upstream_addr(),
+            format!(
+                "{}, {}",
+                lab.upstream_addr(race.old),
+                lab.upstream_addr(race.new)
+            )
+        );
+        assert_eq!(race.entry.shape(), Shape::Other);
+        assert!(lab.two_hop_pair(&race.path).is_none());
+    }
+    let log = lab.nginx.error_log();
+    assert_eq!(
+        log.matches("upstream \"be\" peers changed, selecting again")
+            .count(),
+        10
+    );
+    assert!(!log.contains("no live upstreams"));
+    lab.finish();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn module_in_patched_nginx_finds_nothing_to_rescue() {
+    let mut lab = Lab::start_spec(Spec::single_peer(
+        Flavor::patched_with_module(),
+        "",
+        "generation_retry_resnapshot on;",
+    ))
+    .await;
+    for i in 0..3 {
+        let race = lab.race_once(i).await;
+        assert_eq!(race.response.status(), 200, "race {i}: {race:?}");
+        assert_eq!(race.entry.resnapshots, Some(0), "the module re-snapshotted");
+    }
+    let s = lab.status("be").await;
+    assert_eq!(s["busy"]["first"], 0, "{s}");
+    assert_eq!(s["busy"]["retry"], 0, "{s}");
+    assert_eq!(s["resnapshots"], 0, "{s}");
+    assert_eq!(s["rescued"], 0, "{s}");
+    assert_eq!(s["failed"], 0, "{s}");
+    lab.finish();
+}
