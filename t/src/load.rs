@@ -136,3 +136,37 @@ where
     }
     out
 }
+
+/// Closed loop: `connections` clients each send GET `path` back to back
+/// for `duration`. Returns (completed requests, non-200 answers).
+pub async fn closed_loop(
+    client: &Client,
+    connections: usize,
+    duration: Duration,
+    path: &str,
+) -> (u64, u64) {
+    let deadline = tokio::time::Instant::now() + duration;
+    let mut tasks = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        let client = client.clone();
+        let path = path.to_string();
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut bad) = (0u64, 0u64);
+            while tokio::time::Instant::now() < deadline {
+                if client.get(&path).await.status() == 200 {
+                    ok += 1;
+                } else {
+                    bad += 1;
+                }
+            }
+            (ok, bad)
+        }));
+    }
+    let mut total = (0, 0);
+    for t in tasks {
+        let (ok, bad) = t.await.expect("closed-loop task");
+        total.0 += ok + bad;
+        total.1 += bad;
+    }
+    total
+}

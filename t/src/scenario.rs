@@ -304,17 +304,41 @@ impl Lab {
         self.current = new;
 
         before_release(&self.backend);
+        let released = Instant::now();
         held.close();
         let response = request.await.expect("client task");
+        let after_release = released.elapsed();
         let entry = self.access_entry(&path).await;
         Race {
             old,
             new,
             first_hop,
+            after_release,
             path,
             response,
             entry,
         }
+    }
+
+    /// The same failure without a DNS flip: a request on a reused keepalive
+    /// connection is closed by the backend and nginx retries it under an
+    /// unchanged generation (the ordinary cached-connection retry).
+    /// Returns the time from the close to the client's response.
+    pub async fn retry_without_flip(&mut self, i: usize) -> (Response, Duration) {
+        self.wait_proxying_to(self.current, &format!("/warm-plain/{i}"))
+            .await;
+        let hold = self.backend.arm_hold();
+        let client = self.client.clone();
+        let path = format!("/plain/{i}");
+        let request = tokio::spawn(async move { client.get(&path).await });
+        let held = hold
+            .caught(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|e| panic!("retry {i}: {e}"));
+        let released = Instant::now();
+        held.close();
+        let response = request.await.expect("client task");
+        (response, released.elapsed())
     }
 
     /// `ADDR:PORT` of a backend address, as `$upstream_addr` shows it.
@@ -367,6 +391,9 @@ pub struct Race {
     pub new: Ipv4Addr,
     /// Where the held (failed) first attempt went.
     pub first_hop: Ipv4Addr,
+    /// From closing the held connection to the client's response: the cost
+    /// of nginx's retry (and of a rescue, when there was one).
+    pub after_release: Duration,
     pub path: String,
     pub response: Response,
     pub entry: Entry,

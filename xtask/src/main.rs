@@ -27,7 +27,8 @@ fn main() -> ExitCode {
     let result = match cmd {
         "build" => build::build().map(|_| ()),
         "nginx-test" => nginx_test(rest),
-        "lab" => lab(rest),
+        "lab" => harness_bin("lab", rest),
+        "bench" => harness_bin("bench", rest),
         "help" | "--help" | "-h" => {
             print_help();
             Ok(())
@@ -50,7 +51,9 @@ fn print_help() {
          nginx-test   build, then run the unit tests and the nginx integration suite\n\
                       (arguments after `--` go to the test binaries, e.g. a test name filter)\n\
          lab          build, then stock nginx beside nginx with the module under the same\n\
-                      load and faults; `cargo xtask lab --help` for its options"
+                      load and faults; `cargo xtask lab --help` for its options\n\
+         bench        build, then stock vs module on vs module off: throughput and latency\n\
+                      ratios, and the cost of a rescue"
     );
 }
 
@@ -118,8 +121,8 @@ fn nginx_test(extra: &[String]) -> Result {
     run_tests(&mut cmd)
 }
 
-/// `cargo xtask lab [options]`: the lab binary of the harness, in release.
-fn lab(args: &[String]) -> Result {
+/// `cargo xtask lab|bench [options]`: that binary of the harness, in release.
+fn harness_bin(bin: &str, args: &[String]) -> Result {
     let install_dir = build::build()?;
     run(cargo()
         .args([
@@ -129,7 +132,7 @@ fn lab(args: &[String]) -> Result {
             "-p",
             "generation-retry-t",
             "--bin",
-            "lab",
+            bin,
             "--",
         ])
         .args(args)
