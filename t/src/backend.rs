@@ -230,7 +230,10 @@ impl Backend {
 
     /// Requests answered on `ip` with `method`.
     pub fn answered(&self, ip: Ipv4Addr, method: &str) -> usize {
-        self.seen()
+        self.state
+            .seen
+            .lock()
+            .unwrap()
             .iter()
             .filter(|s| s.addr == ip && s.method == method && s.outcome == Outcome::Answered)
             .count()
@@ -238,16 +241,22 @@ impl Backend {
 
     /// Paths answered more than once for `method` (must stay empty for POST).
     pub fn answered_twice(&self, method: &str) -> Vec<String> {
-        let mut n: HashMap<String, u32> = HashMap::new();
-        for s in self.seen() {
-            if s.method == method && s.outcome == Outcome::Answered {
-                *n.entry(s.path).or_default() += 1;
-            }
-        }
-        n.into_iter()
+        self.answered_by_path(method)
+            .into_iter()
             .filter(|(_, c)| *c > 1)
             .map(|(p, _)| p)
             .collect()
+    }
+
+    /// How many times each path was answered for `method`.
+    pub fn answered_by_path(&self, method: &str) -> HashMap<String, usize> {
+        let mut n: HashMap<String, usize> = HashMap::new();
+        for s in self.state.seen.lock().unwrap().iter() {
+            if s.method == method && s.outcome == Outcome::Answered {
+                *n.entry(s.path.clone()).or_default() += 1;
+            }
+        }
+        n
     }
 }
 

@@ -447,10 +447,11 @@ fn summarise(
         .count();
 
     let post_sent = sent.iter().filter(|s| s.method == Method::POST).count();
+    let answered_posts = backend.answered_by_path("POST");
     let post_delivered = sent
         .iter()
         .filter(|s| s.method == Method::POST)
-        .map(|s| backend_answered(backend, &s.path))
+        .map(|s| answered_posts.get(&s.path).copied().unwrap_or(0))
         .sum();
     let get = |v: &Value, k: &str| v[k].as_u64();
     ArmResult {
@@ -481,7 +482,7 @@ fn summarise(
         p99_ms: percentile(&latencies, 0.99),
         post_sent,
         post_delivered,
-        post_delivered_twice: backend.answered_twice("POST").len(),
+        post_delivered_twice: answered_posts.values().filter(|n| **n > 1).count(),
         swap_times: swaps
             .iter()
             .map(|s| s - start_wall)
@@ -489,14 +490,6 @@ fn summarise(
             .collect(),
         failure_times: no_live.iter().map(|e| e.msec - start_wall).collect(),
     }
-}
-
-fn backend_answered(backend: &Backend, path: &str) -> usize {
-    backend
-        .seen()
-        .iter()
-        .filter(|s| s.path == path && s.outcome == crate::backend::Outcome::Answered)
-        .count()
 }
 
 /// The table printed at the end of a run.

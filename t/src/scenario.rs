@@ -341,6 +341,30 @@ impl Lab {
         (response, released.elapsed())
     }
 
+    /// Asserts the rescued shape: 200 from the new address, with
+    /// `$upstream_addr` "OLD:P, NEW:P".
+    pub fn assert_rescued(&self, race: &Race) {
+        assert_eq!(
+            race.response.status(),
+            200,
+            "{}: {race:?}\n{}",
+            race.path,
+            self.nginx.error_log()
+        );
+        assert_eq!(
+            race.response.body,
+            format!("{}\n", race.new),
+            "{}",
+            race.path
+        );
+        let expected = format!(
+            "{}, {}",
+            self.upstream_addr(race.old),
+            self.upstream_addr(race.new)
+        );
+        assert_eq!(race.entry.upstream_addr(), expected, "{}", race.path);
+    }
+
     /// `ADDR:PORT` of a backend address, as `$upstream_addr` shows it.
     pub fn upstream_addr(&self, ip: Ipv4Addr) -> String {
         self.backend.upstream_addr(ip)

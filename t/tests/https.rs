@@ -40,20 +40,7 @@ async fn tls_keepalive_race_is_rescued() {
     let mut lab = Lab::start_spec(Spec::single_peer(Flavor::with_module(), "", ON).tls()).await;
     for i in 0..2 {
         let race = lab.race_once(i).await;
-        assert_eq!(
-            race.response.status(),
-            200,
-            "{race:?}\n{}",
-            lab.nginx.error_log()
-        );
-        assert_eq!(
-            race.entry.upstream_addr(),
-            format!(
-                "{}, {}",
-                lab.upstream_addr(race.old),
-                lab.upstream_addr(race.new)
-            )
-        );
+        lab.assert_rescued(&race);
     }
     assert_eq!(lab.status("be").await["rescued"], 2);
     lab.finish();

@@ -12,20 +12,7 @@ async fn patched_nginx_rescues_the_race_without_the_module() {
     let mut lab = Lab::start(Flavor::patched(), "").await;
     for i in 0..10 {
         let race = lab.race_once(i).await;
-        assert_eq!(
-            race.response.status(),
-            200,
-            "race {i}: {race:?}\n{}",
-            lab.nginx.error_log()
-        );
-        assert_eq!(
-            race.entry.upstream_addr(),
-            format!(
-                "{}, {}",
-                lab.upstream_addr(race.old),
-                lab.upstream_addr(race.new)
-            )
-        );
+        lab.assert_rescued(&race);
         assert_eq!(race.entry.shape(), Shape::Other);
         assert!(lab.two_hop_pair(&race.path).is_none());
     }
