@@ -57,7 +57,10 @@ impl Inner {
     }
 }
 
-/// Per-request state, in the request pool.
+/// Per-request state, in the request pool. `Copy` (plain pointers and
+/// counters, nothing to drop), so it is placed with a bare pool allocation,
+/// without a pool cleanup handler.
+#[derive(Clone, Copy)]
 pub(crate) struct PeerData {
     inner: Inner,
     request: *mut ngx_http_request_t,
@@ -107,17 +110,21 @@ pub(crate) unsafe extern "C" fn init_peer(
 
     // SAFETY: the request pool outlives every use of the peer data.
     let pool = unsafe { Pool::from_ngx_pool(req.pool) };
-    let pd = pool.allocate(PeerData {
-        inner: Inner::take(&u.peer),
-        request: r,
-        upstream: us,
-        generation: snapshot,
-        selections: 0,
-        resnapshots: 0,
-    });
+    let pd = pool.alloc_type::<PeerData>();
     if pd.is_null() {
         return Status::NGX_ERROR.into();
     }
+    // SAFETY: `pd` is a fresh, aligned allocation of a PeerData.
+    unsafe {
+        pd.write(PeerData {
+            inner: Inner::take(&u.peer),
+            request: r,
+            upstream: us,
+            generation: snapshot,
+            selections: 0,
+            resnapshots: 0,
+        })
+    };
     install(&mut u.peer, pd);
     set_request_ctx(req, Module::module(), pd.cast());
     Status::NGX_OK.into()

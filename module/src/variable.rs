@@ -8,6 +8,8 @@ use ngx::ffi::{
 };
 use ngx::http::HttpModule;
 
+use generation_retry_core::metrics::decimal;
+
 use crate::ffi_ext::request_ctx;
 use crate::peer::PeerData;
 use crate::Module;
@@ -43,7 +45,8 @@ unsafe extern "C" fn get(
     // SAFETY: our ctx slot is NULL or the PeerData set by init_peer for this
     // request, in its pool.
     let n = unsafe { pd.as_ref() }.map_or(0, |pd| pd.resnapshots);
-    let text = n.to_string();
+    let mut digits = [0u8; 10];
+    let text = decimal(n, &mut digits);
     // SAFETY: allocating from the request's pool.
     let data = unsafe { ngx_pnalloc(r.pool, text.len()) } as *mut u8;
     if data.is_null() {

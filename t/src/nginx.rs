@@ -90,6 +90,12 @@ impl Flavor {
 pub struct Config {
     pub flavor: Flavor,
     pub workers: u32,
+    /// A command to run nginx under (valgrind, ...); nginx then runs with
+    /// `master_process off`, as one process the wrapper can follow.
+    pub wrapper: Vec<String>,
+    /// Log `-` instead of `$generation_retry_resnapshots` even with the
+    /// module (so a cost comparison logs the same thing).
+    pub plain_log: bool,
     /// The inside of `http {}`. `${PORT}` is replaced by the listen port,
     /// other `${NAME}`s by [`Config::var`].
     pub http: String,
@@ -101,6 +107,8 @@ impl Config {
         Config {
             flavor,
             workers: 1,
+            wrapper: Vec::new(),
+            plain_log: false,
             http: http.into(),
             vars: Vec::new(),
         }
@@ -108,6 +116,12 @@ impl Config {
 
     pub fn var(mut self, name: &str, value: impl ToString) -> Config {
         self.vars.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Runs nginx under `command` (e.g. `valgrind --tool=callgrind ...`).
+    pub fn wrapped(mut self, command: &[&str]) -> Config {
+        self.wrapper = command.iter().map(|s| s.to_string()).collect();
         self
     }
 
@@ -139,13 +153,14 @@ impl Config {
         let user = if is_root() { "user root;\n" } else { "" };
         let p = prefix.display();
         format!(
-            "{load}{user}daemon off;\nmaster_process on;\nworker_processes {workers};\n\
+            "{load}{user}daemon off;\nmaster_process {master};\nworker_processes {workers};\n\
              error_log {p}/logs/error.log info;\npid {p}/logs/nginx.pid;\n\
              events {{ worker_connections 4096; }}\n\
              http {{\n    log_format {LOG_FORMAT_NAME} {format};\n    \
              access_log {p}/logs/access.log {LOG_FORMAT_NAME};\n{http}\n}}\n",
             workers = self.workers,
-            format = accesslog::log_format(self.flavor.module.is_some()),
+            master = if self.wrapper.is_empty() { "on" } else { "off" },
+            format = accesslog::log_format(self.flavor.module.is_some() && !self.plain_log),
         )
     }
 }
@@ -206,6 +221,8 @@ pub fn test_config(config: &Config) -> ConfigTest {
 /// A running nginx.
 pub struct Nginx {
     prefix: PathBuf,
+    /// Run under a wrapper (slower to start and stop).
+    wrapped: bool,
     child: Option<Child>,
     port: u16,
     checked: bool,
@@ -218,7 +235,15 @@ impl Nginx {
         let port = free_port();
         let conf = prefix.join("nginx.conf");
         fs::write(&conf, config.render(&prefix, port)).unwrap();
-        let child = Command::new(&config.flavor.binary)
+        let mut cmd = match config.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&config.flavor.binary);
+                c
+            }
+            None => Command::new(&config.flavor.binary),
+        };
+        let child = cmd
             .arg("-p")
             .arg(&prefix)
             .arg("-c")
@@ -230,11 +255,13 @@ impl Nginx {
             .expect("spawn nginx");
         let mut nginx = Nginx {
             prefix,
+            wrapped: !config.wrapper.is_empty(),
             child: Some(child),
             port,
             checked: false,
         };
-        nginx.wait_accepting(Duration::from_secs(10));
+        let startup = if config.wrapper.is_empty() { 10 } else { 120 };
+        nginx.wait_accepting(Duration::from_secs(startup));
         nginx
     }
 
@@ -313,7 +340,8 @@ impl Nginx {
         };
         // SAFETY: as in `signal`.
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGQUIT) };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let grace = if self.wrapped { 60 } else { 10 };
+        let deadline = Instant::now() + Duration::from_secs(grace);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {
                 return;

@@ -70,6 +70,8 @@ pub struct Spec {
     pub location_extra: String,
     /// HTTPS to the backend, with `proxy_ssl_session_reuse on`.
     pub tls: bool,
+    /// Run nginx under this command (see [`Config::wrapped`]).
+    pub wrapper: Vec<String>,
 }
 
 impl Spec {
@@ -100,6 +102,7 @@ impl Spec {
             http_extra: String::new(),
             location_extra: KEEPALIVE_LOCATION.into(),
             tls: false,
+            wrapper: Vec::new(),
         }
     }
 
@@ -113,6 +116,7 @@ impl Spec {
             http_extra: String::new(),
             location_extra: String::new(),
             tls: false,
+            wrapper: Vec::new(),
         }
     }
 }
@@ -152,6 +156,7 @@ impl Lab {
             http_extra,
             location_extra,
             tls,
+            wrapper,
         } = spec;
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
@@ -174,6 +179,12 @@ impl Lab {
             "return 404;"
         };
         let mut config = Config::new(flavor, PROXY_HTTP).var("SERVERS", servers);
+        if !wrapper.is_empty() {
+            // A cost measurement: log the same line with and without module.
+            let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+            config = config.wrapped(&wrapper);
+            config.plain_log = true;
+        }
         for (k, v) in vars {
             config = config.var(k, v);
         }

@@ -344,6 +344,20 @@ mod tests {
     }
 }
 
+/// `n` in decimal, written into `buf` without touching the heap (for the
+/// access-log variable, evaluated once per logged request).
+pub fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
 /// Which rendering a status request asks for: `format=json` among the
 /// query arguments selects JSON; anything else is Prometheus text.
 pub fn wants_json(query: &[u8]) -> bool {
@@ -352,7 +366,16 @@ pub fn wants_json(query: &[u8]) -> bool {
 
 #[cfg(test)]
 mod query_tests {
-    use super::wants_json;
+    use super::{decimal, wants_json};
+
+    #[test]
+    fn decimal_digits() {
+        let mut b = [0u8; 10];
+        assert_eq!(decimal(0, &mut b), b"0");
+        assert_eq!(decimal(7, &mut b), b"7");
+        assert_eq!(decimal(1656, &mut b), b"1656");
+        assert_eq!(decimal(u32::MAX, &mut b), b"4294967295");
+    }
 
     #[test]
     fn format_argument() {

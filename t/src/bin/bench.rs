@@ -6,7 +6,11 @@
 //! (wrk when installed, else the harness's own closed loop) and latency at a
 //! fixed open-loop rate. Then the cost of a rescue: time from the backend
 //! closing a reused connection to the client's answer, for an ordinary
-//! cached-connection retry versus a rescued one.
+//! cached-connection retry versus a rescued one. And, when valgrind is
+//! installed, the one number a noisy machine cannot blur: instructions per
+//! proxied request under callgrind (the nginx process alone), stock vs
+//! module, from the difference of two runs of N and 2N requests so that
+//! start-up and shut-down cancel out.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -24,6 +28,7 @@ struct Args {
     rate: f64,
     connections: usize,
     races: usize,
+    callgrind_requests: usize,
     out: Option<PathBuf>,
 }
 
@@ -34,6 +39,7 @@ fn parse_args() -> Result<Args, String> {
         rate: 1000.0,
         connections: 32,
         races: 10,
+        callgrind_requests: 2000,
         out: None,
     };
     let mut it = std::env::args().skip(1);
@@ -54,6 +60,9 @@ fn parse_args() -> Result<Args, String> {
                 a.connections = int(value("--connections")?, "--connections")?.max(1)
             }
             "--races" => a.races = int(value("--races")?, "--races")?,
+            "--callgrind-requests" => {
+                a.callgrind_requests = int(value("--callgrind-requests")?, "--callgrind-requests")?
+            }
             "--out" => a.out = Some(PathBuf::from(value("--out")?)),
             _ => {
                 return Err(
@@ -129,8 +138,40 @@ fn wrk_rps(out: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-fn have_wrk() -> bool {
-    Command::new("wrk").arg("--version").output().is_ok()
+fn have(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().is_ok()
+}
+
+/// Instructions the nginx process executed while serving `n` requests
+/// (plus start-up, readiness probes and shut-down).
+async fn instructions(v: Variant, n: usize) -> u64 {
+    let dir =
+        std::env::temp_dir().join(format!("generation-retry-callgrind-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("callgrind dir");
+    let file = dir.join(format!("{}-{n}.out", v.name()));
+    let _ = std::fs::remove_file(&file);
+    let spec = Spec {
+        wrapper: vec![
+            "valgrind".into(),
+            "-q".into(),
+            "--tool=callgrind".into(),
+            format!("--callgrind-out-file={}", file.display()),
+        ],
+        ..v.spec()
+    };
+    let lab = Lab::start_spec(spec).await;
+    for i in 0..n {
+        assert_eq!(lab.client.get(&format!("/cg/{i}")).await.status(), 200);
+    }
+    lab.finish();
+    let text = std::fs::read_to_string(&file).expect("callgrind output");
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("summary: ")
+                .or_else(|| l.strip_prefix("totals: "))
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .expect("callgrind summary line")
 }
 
 async fn throughput(url: &str, client: &Client, a: &Args, wrk: bool) -> f64 {
@@ -164,7 +205,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let wrk = have_wrk();
+    let wrk = have("wrk");
     eprintln!(
         "bench: {} rounds x {:?}, throughput by {} with {} connections, latency at {} rps",
         a.rounds,
@@ -273,6 +314,35 @@ async fn main() -> ExitCode {
         serde_json::Value::Null
     };
 
+    let callgrind = if a.callgrind_requests > 0 && have("valgrind") {
+        let n = a.callgrind_requests;
+        let mut per_request = Vec::new();
+        for v in Variant::ALL {
+            let once = instructions(v, n).await;
+            let twice = instructions(v, 2 * n).await;
+            let per = (twice.saturating_sub(once)) as f64 / n as f64;
+            per_request.push(per);
+        }
+        println!(
+            "\ninstructions per proxied request (callgrind, nginx process, {n} vs {} requests):",
+            2 * n
+        );
+        let mut rows = Vec::new();
+        for (v, per) in Variant::ALL.iter().zip(&per_request) {
+            println!(
+                "{:<10} {:>10.0}  ratio {:.4}",
+                v.name(),
+                per,
+                per / per_request[0]
+            );
+            rows.push(json!({"variant": v.name(), "instructions_per_request": per,
+                             "ratio": per / per_request[0]}));
+        }
+        serde_json::Value::Array(rows)
+    } else {
+        serde_json::Value::Null
+    };
+
     let out = a.out.unwrap_or_else(|| {
         std::env::var_os("GENERATION_RETRY_TARGET_DIR")
             .map(PathBuf::from)
@@ -283,6 +353,7 @@ async fn main() -> ExitCode {
         "tool": if wrk { "wrk" } else { "closed-loop" },
         "rounds": a.rounds, "duration_s": a.duration.as_secs(), "connections": a.connections,
         "latency_rate": a.rate, "variants": rows, "rescue": rescue,
+        "callgrind": callgrind,
     });
     if let Err(e) = std::fs::create_dir_all(&out).and_then(|_| {
         std::fs::write(
