@@ -334,6 +334,25 @@ impl Nginx {
         }
     }
 
+    /// Reloads the configuration (SIGHUP) and waits until the new cycle's
+    /// worker has started and the old one has exited (it keeps serving the
+    /// connections it had, with the old cycle's peer list, until then; the
+    /// caller must drop its keepalive connections for it to go). Bounded.
+    pub fn reload(&self) {
+        let count = |needle: &str| self.error_log().matches(needle).count();
+        let (started, exited) = (count("start worker process"), count("exited with code"));
+        self.signal(libc::SIGHUP);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while count("start worker process") <= started || count("exited with code") <= exited {
+            assert!(
+                Instant::now() < deadline,
+                "reload did not complete:\n{}",
+                self.error_log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;

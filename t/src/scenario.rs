@@ -352,6 +352,15 @@ impl Lab {
         (response, released.elapsed())
     }
 
+    /// Reloads nginx (SIGHUP) and starts over with new clients: the old
+    /// clients' keepalive connections belong to the old worker, which keeps
+    /// serving them (with the old cycle's peer list) while it exits.
+    pub fn reload(&mut self) {
+        // Drop our connections to the old worker first, so it can exit.
+        (self.client, self.probes) = clients(&self.nginx);
+        self.nginx.reload();
+    }
+
     /// Asserts the rescued shape: 200 from the new address, with
     /// `$upstream_addr` "OLD:P, NEW:P".
     pub fn assert_rescued(&self, race: &Race) {
@@ -417,6 +426,14 @@ impl Lab {
     pub fn finish(self) {
         self.nginx.finish();
     }
+}
+
+/// The main client and the probe clients of an nginx.
+fn clients(nginx: &Nginx) -> (Client, Vec<Client>) {
+    let probes = (1..=16u8)
+        .map(|k| Client::with_source(nginx.url(""), Ipv4Addr::new(127, 0, k, 1).into()))
+        .collect();
+    (Client::new(nginx.url("")), probes)
 }
 
 /// What one race produced.
