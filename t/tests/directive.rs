@@ -93,6 +93,16 @@ fn misuse_is_rejected_naming_the_directive_and_line() {
             "server { listen 127.0.0.1:1; location / { generation_retry_resnapshot on; } }",
             "is not allowed here",
         ),
+        (
+            "generation_retry_resnapshot on max=99999999999999999999;",
+            "invalid value",
+        ),
+        ("generation_retry_resnapshot \"\";", "invalid value \"\""),
+        (
+            "generation_retry_resnapshot off max=1 max=2;",
+            "invalid number of arguments",
+        ),
+        ("generation_retry_resnapshot 1;", "invalid value \"1\""),
     ];
     for (snippet, expect) in cases {
         let t = test_config(&conf(&format!(
@@ -102,6 +112,51 @@ fn misuse_is_rejected_naming_the_directive_and_line() {
         assert!(t.stderr.contains("[emerg]"), "{snippet}: {}", t.stderr);
         assert!(
             t.stderr.contains("\"generation_retry_resnapshot\""),
+            "{snippet}: {}",
+            t.stderr
+        );
+        assert!(
+            t.stderr.contains(expect),
+            "{snippet}: want {expect}: {}",
+            t.stderr
+        );
+        assert!(
+            t.stderr.contains("nginx.conf:"),
+            "{snippet}: no file:line: {}",
+            t.stderr
+        );
+    }
+}
+
+#[test]
+fn status_directive_misuse_is_rejected() {
+    let cases: &[(&str, &str)] = &[
+        ("generation_retry_status;", "is not allowed here"),
+        (
+            "server { listen 127.0.0.1:1; generation_retry_status; }",
+            "is not allowed here",
+        ),
+        (
+            "server { listen 127.0.0.1:1; location /s { generation_retry_status on; } }",
+            "invalid number of arguments",
+        ),
+        (
+            "server { listen 127.0.0.1:1; location /s { generation_retry_status; generation_retry_status; } }",
+            "is duplicate",
+        ),
+        (
+            "upstream u { zone u 64k; server 127.0.0.2:1; generation_retry_status; }",
+            "is not allowed here",
+        ),
+    ];
+    for (snippet, expect) in cases {
+        let t = test_config(&conf(&format!(
+            "{snippet}\nupstream be {{ zone be 64k; server 127.0.0.2:1; }}\n{SERVER}"
+        )));
+        assert!(!t.ok, "{snippet}: accepted\n{}", t.stderr);
+        assert!(t.stderr.contains("[emerg]"), "{snippet}: {}", t.stderr);
+        assert!(
+            t.stderr.contains("\"generation_retry_status\""),
             "{snippet}: {}",
             t.stderr
         );
