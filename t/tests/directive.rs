@@ -8,6 +8,33 @@ fn conf(http: &str) -> Config {
 
 const SERVER: &str = "server { listen 127.0.0.1:${PORT}; location / { proxy_pass http://be; } }";
 
+/// Each snippet fails `nginx -t` with an `[emerg]` naming `directive`,
+/// containing `expect`, with the file:line.
+fn assert_rejected(directive: &str, cases: &[(&str, &str)]) {
+    for (snippet, expect) in cases {
+        let t = test_config(&conf(&format!(
+            "{snippet}\nupstream be {{ zone be 64k; server 127.0.0.2:1; }}\n{SERVER}"
+        )));
+        assert!(!t.ok, "{snippet}: accepted\n{}", t.stderr);
+        assert!(t.stderr.contains("[emerg]"), "{snippet}: {}", t.stderr);
+        assert!(
+            t.stderr.contains(&format!("\"{directive}\"")),
+            "{snippet}: {}",
+            t.stderr
+        );
+        assert!(
+            t.stderr.contains(expect),
+            "{snippet}: want {expect}: {}",
+            t.stderr
+        );
+        assert!(
+            t.stderr.contains("nginx.conf:"),
+            "{snippet}: no file:line: {}",
+            t.stderr
+        );
+    }
+}
+
 #[test]
 fn module_loads_and_directive_passes_nginx_t() {
     let t = test_config(&conf(&format!(
@@ -104,28 +131,7 @@ fn misuse_is_rejected_naming_the_directive_and_line() {
         ),
         ("generation_retry_resnapshot 1;", "invalid value \"1\""),
     ];
-    for (snippet, expect) in cases {
-        let t = test_config(&conf(&format!(
-            "{snippet}\nupstream be {{ zone be 64k; server 127.0.0.2:1; }}\n{SERVER}"
-        )));
-        assert!(!t.ok, "{snippet}: accepted\n{}", t.stderr);
-        assert!(t.stderr.contains("[emerg]"), "{snippet}: {}", t.stderr);
-        assert!(
-            t.stderr.contains("\"generation_retry_resnapshot\""),
-            "{snippet}: {}",
-            t.stderr
-        );
-        assert!(
-            t.stderr.contains(expect),
-            "{snippet}: want {expect}: {}",
-            t.stderr
-        );
-        assert!(
-            t.stderr.contains("nginx.conf:"),
-            "{snippet}: no file:line: {}",
-            t.stderr
-        );
-    }
+    assert_rejected("generation_retry_resnapshot", cases);
 }
 
 #[test]
@@ -149,26 +155,5 @@ fn status_directive_misuse_is_rejected() {
             "is not allowed here",
         ),
     ];
-    for (snippet, expect) in cases {
-        let t = test_config(&conf(&format!(
-            "{snippet}\nupstream be {{ zone be 64k; server 127.0.0.2:1; }}\n{SERVER}"
-        )));
-        assert!(!t.ok, "{snippet}: accepted\n{}", t.stderr);
-        assert!(t.stderr.contains("[emerg]"), "{snippet}: {}", t.stderr);
-        assert!(
-            t.stderr.contains("\"generation_retry_status\""),
-            "{snippet}: {}",
-            t.stderr
-        );
-        assert!(
-            t.stderr.contains(expect),
-            "{snippet}: want {expect}: {}",
-            t.stderr
-        );
-        assert!(
-            t.stderr.contains("nginx.conf:"),
-            "{snippet}: no file:line: {}",
-            t.stderr
-        );
-    }
+    assert_rejected("generation_retry_status", cases);
 }
