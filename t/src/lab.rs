@@ -174,6 +174,8 @@ pub struct Options {
     /// Share of requests that are POSTs.
     pub post_share: f64,
     pub seed: u64,
+    /// Reload nginx (SIGHUP) this often while the load runs.
+    pub reload_every: Option<Duration>,
 }
 
 impl Default for Options {
@@ -186,6 +188,7 @@ impl Default for Options {
             reclaim_delay: Duration::from_millis(300),
             post_share: 0.05,
             seed: 1656,
+            reload_every: None,
         }
     }
 }
@@ -200,6 +203,8 @@ pub struct ArmResult {
     pub one_hop_502: usize,
     pub other_errors: usize,
     pub first_attempt_failures: usize,
+    /// Configuration reloads nginx carried out (error.log `reconfiguring`).
+    pub reloads: usize,
     pub swaps: usize,
     /// Milliseconds from the last swap to each no-live 502.
     pub ms_after_swap: Vec<f64>,
@@ -329,6 +334,21 @@ pub async fn run_arm(
             }
         })
     };
+    let reloads = opts.reload_every.map(|every| {
+        let pid = nginx.pid();
+        tokio::spawn(async move {
+            let mut n = 0u32;
+            loop {
+                tokio::time::sleep(every).await;
+                // SAFETY: kill(2) on the nginx master we started.
+                unsafe { libc::kill(pid, libc::SIGHUP) };
+                n += 1;
+                if n > 10_000 {
+                    break;
+                }
+            }
+        })
+    });
     let sent = open_loop(&client, opts.rate, opts.duration, move |i| {
         if i % post_every == post_every - 1 {
             (
@@ -342,6 +362,9 @@ pub async fn run_arm(
     })
     .await;
     ticker.abort();
+    if let Some(r) = reloads {
+        r.abort();
+    }
 
     let status = if module {
         client
@@ -466,6 +489,7 @@ fn summarise(
             .count()
             .saturating_sub(t.two_hop_502 + t.one_hop_502),
         first_attempt_failures,
+        reloads: error_log.matches("reconfiguring").count(),
         swaps: swaps.len(),
         ms_after_swap,
         rescued: status.and_then(|s| get(s, "rescued")),

@@ -326,6 +326,11 @@ impl Nginx {
         self.access_log().into_iter().find(|e| e.path == path)
     }
 
+    /// The master's pid.
+    pub fn pid(&self) -> libc::pid_t {
+        self.child.as_ref().map_or(0, |c| c.id() as libc::pid_t)
+    }
+
     /// Sends a signal to the master.
     pub fn signal(&self, sig: libc::c_int) {
         if let Some(child) = &self.child {

@@ -1,6 +1,9 @@
 //! Counters live in shared memory and survive a reload for upstreams that
 //! still exist: the zone is reused and each upstream finds its slot again.
 
+use std::time::Duration;
+
+use generation_retry_t::lab::{run_arm, Arm, Options};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, Spec};
 
@@ -25,4 +28,27 @@ async fn counters_survive_reload_and_keep_counting() {
         assert_eq!(s["busy"]["retry"], (i + 1) as u64, "after reload {i}: {s}");
     }
     lab.finish();
+}
+
+/// SIGHUP every 2 s under the lab's load, DNS swaps and reclaim, module on:
+/// no crash, no alert (the run fails on either), no generation 502.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reload_every_two_seconds_under_load() {
+    let opts = Options {
+        rate: 200.0,
+        duration: Duration::from_secs(16),
+        reclaim: 0.1,
+        reload_every: Some(Duration::from_secs(2)),
+        ..Options::default()
+    };
+    let r = run_arm(Arm::ModuleOn, &opts, |_| {}).await;
+    assert!(r.reloads >= 5, "only {} reloads happened: {r:?}", r.reloads);
+    assert!(r.swaps >= 3, "the DNS fault did not run: {r:?}");
+    assert!(
+        r.first_attempt_failures >= 20,
+        "the reclaim fault did not run: {r:?}"
+    );
+    assert_eq!(r.two_hop_502, 0, "{r:?}");
+    assert_eq!(r.one_hop_502, 0, "{r:?}");
+    assert_eq!(r.post_delivered_twice, 0);
 }
