@@ -137,48 +137,48 @@ async fn unusable_peers_are_counted_as_unavailable() {
     lab.finish();
 }
 
-/// A POST whose body reached the backend is not retried by nginx, so the
-/// module has nothing to do: 502 with one hop, no counter moves, and the
-/// backend never answers that POST (so it never runs twice).
+/// A POST, PATCH or LOCK whose request reached the backend is not retried
+/// by nginx (non-idempotent), so the module has nothing to do even though
+/// the peer list changed meanwhile: 502 with one hop, no counter moves, and
+/// the backend saw each request once and never answered it twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sent_post_is_not_retried() {
+async fn sent_non_idempotent_requests_are_not_retried() {
     let lab = Lab::start_spec(Spec::single_peer(Flavor::with_module(), "", ON)).await;
-    lab.wait_proxying_to(ADDR_A, "/warm").await;
-    let hold = lab.backend.arm_hold();
-    let client = lab.client.clone();
-    let post = tokio::spawn(async move {
-        client
-            .request(Method::POST, "/order/1", Some(b"item=1".to_vec()))
+    let mut current = ADDR_A;
+    for (i, method) in ["POST", "PATCH", "LOCK"].into_iter().enumerate() {
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let next = if current == ADDR_A { ADDR_B } else { ADDR_A };
+        lab.wait_proxying_to(current, &format!("/warm/{i}")).await;
+        let hold = lab.backend.arm_hold();
+        let client = lab.client.clone();
+        let path = format!("/order/{i}");
+        let request = {
+            let (method, path) = (method.clone(), path.clone());
+            tokio::spawn(async move {
+                client
+                    .request(method, &path, Some(b"item=1".to_vec()))
+                    .await
+            })
+        };
+        let held = hold.caught(Duration::from_secs(10)).await.unwrap();
+        let since = std::time::Instant::now();
+        lab.dns.set_a(NAME, next);
+        lab.dns
+            .wait_answered(NAME, &Answer::A(vec![next]), since, Duration::from_secs(10))
             .await
-    });
-    let held = hold.caught(Duration::from_secs(10)).await.unwrap();
-    let since = std::time::Instant::now();
-    lab.dns.set_a(NAME, ADDR_B);
-    lab.dns
-        .wait_answered(
-            NAME,
-            &Answer::A(vec![ADDR_B]),
-            since,
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
-    held.close();
+            .unwrap();
+        lab.wait_proxying_to(next, &format!("/probe/{i}")).await;
+        held.close();
 
-    let r = post.await.unwrap();
-    assert_eq!(r.status(), 502);
-    let e = lab.access_entry("/order/1").await;
-    assert_eq!(e.hops.len(), 1, "{}", e.upstream_addr());
-    assert_eq!(lab.backend.answered_twice("POST"), Vec::<String>::new());
-    assert_eq!(
-        lab.backend
-            .seen()
-            .iter()
-            .filter(|s| s.path == "/order/1")
-            .count(),
-        1,
-        "the POST reached the backend once"
-    );
+        let r = request.await.unwrap();
+        assert_eq!(r.status(), 502, "{method}");
+        let e = lab.access_entry(&path).await;
+        assert_eq!(e.hops.len(), 1, "{method}: {}", e.upstream_addr());
+        let seen = lab.backend.seen().iter().filter(|s| s.path == path).count();
+        assert_eq!(seen, 1, "{method} reached the backend {seen} times");
+        assert!(lab.backend.answered_twice(method.as_str()).is_empty());
+        current = next;
+    }
     let s = lab.status("be").await;
     assert_eq!(s["resnapshots"], 0, "{s}");
     assert_eq!(s["busy"]["retry"], 0, "{s}");
