@@ -96,6 +96,9 @@ pub struct Config {
     /// Log `-` instead of `$generation_retry_resnapshots` even with the
     /// module (so a cost comparison logs the same thing).
     pub plain_log: bool,
+    /// Run as a daemon (needed for a binary upgrade: nginx refuses USR2
+    /// while its parent is the process that started it).
+    pub daemon: bool,
     /// The inside of `http {}`. `${PORT}` is replaced by the listen port,
     /// other `${NAME}`s by [`Config::var`].
     pub http: String,
@@ -109,6 +112,7 @@ impl Config {
             workers: 1,
             wrapper: Vec::new(),
             plain_log: false,
+            daemon: false,
             http: http.into(),
             vars: Vec::new(),
         }
@@ -153,13 +157,14 @@ impl Config {
         let user = if is_root() { "user root;\n" } else { "" };
         let p = prefix.display();
         format!(
-            "{load}{user}daemon off;\nmaster_process {master};\nworker_processes {workers};\n\
+            "{load}{user}daemon {daemon};\nmaster_process {master};\nworker_processes {workers};\n\
              error_log {p}/logs/error.log info;\npid {p}/logs/nginx.pid;\n\
              events {{ worker_connections 4096; }}\n\
              http {{\n    log_format {LOG_FORMAT_NAME} {format};\n    \
              access_log {p}/logs/access.log {LOG_FORMAT_NAME};\n{http}\n}}\n",
             workers = self.workers,
             master = if self.wrapper.is_empty() { "on" } else { "off" },
+            daemon = if self.daemon { "on" } else { "off" },
             format = accesslog::log_format(self.flavor.module.is_some() && !self.plain_log),
         )
     }
@@ -221,6 +226,9 @@ pub fn test_config(config: &Config) -> ConfigTest {
 /// A running nginx.
 pub struct Nginx {
     prefix: PathBuf,
+    /// The master started by a binary upgrade: not our child, found by its
+    /// pid file, stopped by signal.
+    adopted: Option<libc::pid_t>,
     /// Run under a wrapper (slower to start and stop).
     wrapped: bool,
     child: Option<Child>,
@@ -243,6 +251,17 @@ impl Nginx {
             }
             None => Command::new(&config.flavor.binary),
         };
+        // If the harness dies without running Drop (killed), take nginx
+        // with it: the kernel sends SIGTERM (nginx's fast shutdown) to the
+        // master when the thread that started it is gone.
+        // SAFETY: prctl(2) is async-signal-safe, as pre_exec requires.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
         let child = cmd
             .arg("-p")
             .arg(&prefix)
@@ -253,10 +272,30 @@ impl Nginx {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn nginx");
+        let mut child = child;
+        let mut adopted = None;
+        if config.daemon {
+            // The launcher forks the daemon and exits; the master is then
+            // found by its pid file.
+            let status = child.wait().expect("nginx launcher");
+            assert!(status.success(), "nginx failed to daemonize: {status}");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            adopted = loop {
+                let pid = fs::read_to_string(prefix.join("logs/nginx.pid"))
+                    .ok()
+                    .and_then(|p| p.trim().parse::<libc::pid_t>().ok());
+                if pid.is_some() {
+                    break pid;
+                }
+                assert!(Instant::now() < deadline, "no nginx.pid after daemonizing");
+                std::thread::sleep(Duration::from_millis(10));
+            };
+        }
         let mut nginx = Nginx {
             prefix,
+            adopted,
             wrapped: !config.wrapper.is_empty(),
-            child: Some(child),
+            child: if config.daemon { None } else { Some(child) },
             port,
             checked: false,
         };
@@ -272,7 +311,15 @@ impl Nginx {
             if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
                 return;
             }
-            let child = self.child.as_mut().unwrap();
+            let Some(child) = self.child.as_mut() else {
+                assert!(
+                    Instant::now() < deadline,
+                    "nginx did not accept on {addr} within {timeout:?}:\n{}",
+                    self.error_log()
+                );
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
             if let Ok(Some(status)) = child.try_wait() {
                 let mut stderr = String::new();
                 if let Some(mut e) = child.stderr.take() {
@@ -328,14 +375,59 @@ impl Nginx {
 
     /// The master's pid.
     pub fn pid(&self) -> libc::pid_t {
-        self.child.as_ref().map_or(0, |c| c.id() as libc::pid_t)
+        match (self.adopted, &self.child) {
+            (Some(pid), _) => pid,
+            (None, Some(c)) => c.id() as libc::pid_t,
+            (None, None) => 0,
+        }
+    }
+
+    fn pid_file(&self) -> Option<libc::pid_t> {
+        fs::read_to_string(self.prefix.join("logs/nginx.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Binary upgrade, as operators do it: USR2 to the master (it starts a
+    /// new master from the binary, handing over the listening sockets),
+    /// then QUIT to the old master once the new one runs. Returns when the
+    /// old master has exited; the new master is stopped on drop. Bounded.
+    pub async fn binary_upgrade(&mut self) {
+        let old = self.pid();
+        self.signal(libc::SIGUSR2);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let new = loop {
+            let workers = self.error_log().matches("start worker process").count();
+            match self.pid_file() {
+                // The new master wrote its pid file and started a worker.
+                Some(pid) if pid != old && workers >= 2 => break pid,
+                _ => {}
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no new master after USR2:\n{}",
+                self.error_log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // SAFETY: kill(2) on the old master; signal 0 only asks whether it
+        // still exists.
+        unsafe { libc::kill(old, libc::SIGQUIT) };
+        while unsafe { libc::kill(old, 0) } == 0 {
+            assert!(Instant::now() < deadline, "old master did not exit");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.adopted = Some(new);
     }
 
     /// Sends a signal to the master.
     pub fn signal(&self, sig: libc::c_int) {
-        if let Some(child) = &self.child {
-            // SAFETY: kill(2) on our own child's pid has no memory effects.
-            unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        let pid = self.pid();
+        if pid > 0 {
+            // SAFETY: kill(2) on the nginx master we started.
+            unsafe { libc::kill(pid, sig) };
         }
     }
 
@@ -359,6 +451,19 @@ impl Nginx {
     }
 
     fn stop(&mut self) {
+        if let Some(pid) = self.adopted.take() {
+            // SAFETY: kill(2) on the master the upgrade started; signal 0
+            // only asks whether it still exists.
+            unsafe { libc::kill(pid, libc::SIGQUIT) };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while unsafe { libc::kill(pid, 0) } == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if unsafe { libc::kill(pid, 0) } == 0 {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
         let Some(mut child) = self.child.take() else {
             return;
         };

@@ -72,6 +72,8 @@ pub struct Spec {
     pub tls: bool,
     /// Run nginx under this command (see [`Config::wrapped`]).
     pub wrapper: Vec<String>,
+    /// Run nginx as a daemon (see [`Config::daemon`]).
+    pub daemon: bool,
 }
 
 impl Spec {
@@ -103,6 +105,7 @@ impl Spec {
             location_extra: KEEPALIVE_LOCATION.into(),
             tls: false,
             wrapper: Vec::new(),
+            daemon: false,
         }
     }
 
@@ -117,6 +120,7 @@ impl Spec {
             location_extra: String::new(),
             tls: false,
             wrapper: Vec::new(),
+            daemon: false,
         }
     }
 }
@@ -157,6 +161,7 @@ impl Lab {
             location_extra,
             tls,
             wrapper,
+            daemon,
         } = spec;
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
@@ -179,6 +184,7 @@ impl Lab {
             "return 404;"
         };
         let mut config = Config::new(flavor, PROXY_HTTP).var("SERVERS", servers);
+        config.daemon = daemon;
         if !wrapper.is_empty() {
             // A cost measurement: log the same line with and without module.
             let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
@@ -357,8 +363,13 @@ impl Lab {
     /// serving them (with the old cycle's peer list) while it exits.
     pub fn reload(&mut self) {
         // Drop our connections to the old worker first, so it can exit.
-        (self.client, self.probes) = clients(&self.nginx);
+        self.reload_clients();
         self.nginx.reload();
+    }
+
+    /// New clients (new connections, so new workers serve them).
+    pub fn reload_clients(&mut self) {
+        (self.client, self.probes) = clients(&self.nginx);
     }
 
     /// Asserts the rescued shape: 200 from the new address, with

@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use generation_retry_t::lab::{run_arm, Arm, Options};
+use generation_retry_t::load::open_loop;
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, Spec};
+use reqwest::Method;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn counters_survive_reload_and_keep_counting() {
@@ -51,4 +53,39 @@ async fn reload_every_two_seconds_under_load() {
     assert_eq!(r.two_hop_502, 0, "{r:?}");
     assert_eq!(r.one_hop_502, 0, "{r:?}");
     assert_eq!(r.post_delivered_twice, 0);
+}
+
+/// Binary upgrade (USR2, then QUIT to the old master) with the module loaded
+/// keeps serving: no request of a steady load fails, and the new master's
+/// worker rescues the race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn binary_upgrade_keeps_serving() {
+    let mut lab = Lab::start_spec(Spec {
+        daemon: true,
+        ..Spec::single_peer(Flavor::with_module(), "", "generation_retry_resnapshot on;")
+    })
+    .await;
+    let client = lab.client.clone();
+    let load = tokio::spawn(async move {
+        open_loop(&client, 100.0, Duration::from_secs(6), |i| {
+            (Method::GET, format!("/steady/{i}"), None)
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    lab.nginx.binary_upgrade().await;
+    let sent = load.await.unwrap();
+    let failed: Vec<_> = sent.iter().filter(|s| s.response.status() != 200).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed: {:?}",
+        failed.len(),
+        sent.len(),
+        failed.first()
+    );
+
+    lab.reload_clients();
+    let race = lab.race_once(0).await;
+    lab.assert_rescued(&race);
+    lab.finish();
 }
