@@ -601,24 +601,24 @@ pub fn render_csv(results: &[ArmResult]) -> String {
 pub fn render_svg(results: &[ArmResult], duration: Duration) -> String {
     let row_h = 70.0;
     let (hist_x, hist_w) = (200.0, 300.0);
-    let (tl_x, tl_w) = (540.0, 600.0);
+    let (tl_x, tl_w) = (580.0, 560.0);
     let height = 60.0 + row_h * results.len() as f64;
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1160\" height=\"{height}\" \
          font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{hist_x}\" y=\"20\">no-live 502s by ms after the last swap (0-2000, 100 ms bins)</text>\n\
+         <text x=\"{hist_x}\" y=\"20\">no-live 502s by ms after the last swap</text>\n\
+         <text x=\"{hist_x}\" y=\"34\" font-size=\"10\">0-2000 ms, 100 ms bins, each row to its own scale</text>\n\
          <text x=\"{tl_x}\" y=\"20\">timeline: swaps (grey) and no-live 502s (red), 0-{}s</text>\n",
         duration.as_secs()
     );
     let bins = 20usize;
-    let max_bin = results
-        .iter()
-        .flat_map(|r| histogram(&r.ms_after_swap, bins))
-        .max()
-        .unwrap_or(0)
-        .max(1);
     for (i, r) in results.iter().enumerate() {
+        let peak = histogram(&r.ms_after_swap, bins)
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+        let max_bin = peak.max(1);
         let y0 = 40.0 + row_h * i as f64;
         let base = y0 + row_h - 15.0;
         let _ = writeln!(
@@ -627,6 +627,12 @@ pub fn render_svg(results: &[ArmResult], duration: Duration) -> String {
             y0 + 30.0,
             r.arm,
             r.failure_times.len()
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\" font-size=\"10\">max {peak}/bin</text>",
+            hist_x + hist_w + 4.0,
+            y0 + 20.0
         );
         let _ = writeln!(
             s,
