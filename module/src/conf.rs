@@ -187,7 +187,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> n
     }
     // What the next cycle's init receives as `old`.
     zone.data = shared;
-    shm::ok()
+    Status::NGX_OK.into()
 }
 
 fn warn_no_zone(cf: &ngx_conf_t, uscf: &ngx_http_upstream_srv_conf_t) {

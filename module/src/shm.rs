@@ -8,7 +8,6 @@ use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use generation_retry_core::metrics::{Counter, Counters, COUNTERS};
-use ngx::core::Status;
 use ngx::ffi::{
     ngx_conf_t, ngx_int_t, ngx_shared_memory_add, ngx_shm_zone_t, ngx_slab_calloc, ngx_slab_pool_t,
     ngx_str_t, NGX_LOG_WARN,
@@ -143,8 +142,4 @@ pub(crate) unsafe fn slot_for(
     slot.name_len = key.len();
     shared.used = used + 1;
     slot
-}
-
-pub(crate) fn ok() -> ngx_int_t {
-    Status::NGX_OK.into()
 }

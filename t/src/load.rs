@@ -102,6 +102,18 @@ pub struct Sent {
     pub response: Response,
 }
 
+/// Fails, showing the first failure, unless every request got a 200.
+pub fn assert_all_ok(sent: &[Sent]) {
+    let failed: Vec<_> = sent.iter().filter(|s| s.response.status() != 200).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed, first: {:?}",
+        failed.len(),
+        sent.len(),
+        failed.first()
+    );
+}
+
 /// Sends `rate` requests per second for `duration`, on schedule. `make(i)`
 /// gives request `i`'s method, path and body. Returns every request in
 /// schedule order once all have completed.

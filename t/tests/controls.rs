@@ -6,22 +6,10 @@ use generation_retry_t::accesslog::tally;
 use generation_retry_t::backend::{ADDR_A, ADDR_B};
 use generation_retry_t::dns::Answer;
 use generation_retry_t::errorlog::{with_message, PREMATURELY_CLOSED};
-use generation_retry_t::load::open_loop;
-use generation_retry_t::load::Sent;
+use generation_retry_t::load::{assert_all_ok, open_loop};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, NAME};
 use reqwest::Method;
-
-fn assert_all_ok(sent: &[Sent]) {
-    let failed: Vec<_> = sent.iter().filter(|s| s.response.status() != 200).collect();
-    assert!(
-        failed.is_empty(),
-        "{} of {} failed, first: {:?}",
-        failed.len(),
-        sent.len(),
-        failed.first()
-    );
-}
 
 /// DNS alternation alone: the name's single A record swaps at every
 /// re-resolve under load, and no client sees an error (swaps are atomic).

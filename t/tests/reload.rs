@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use generation_retry_t::lab::{run_arm, Arm, Options};
-use generation_retry_t::load::open_loop;
+use generation_retry_t::load::{assert_all_ok, open_loop};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, Spec};
 use reqwest::Method;
@@ -75,14 +75,7 @@ async fn binary_upgrade_keeps_serving() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     lab.nginx.binary_upgrade().await;
     let sent = load.await.unwrap();
-    let failed: Vec<_> = sent.iter().filter(|s| s.response.status() != 200).collect();
-    assert!(
-        failed.is_empty(),
-        "{} of {} failed: {:?}",
-        failed.len(),
-        sent.len(),
-        failed.first()
-    );
+    assert_all_ok(&sent);
 
     lab.reload_clients();
     let race = lab.race_once(0).await;
