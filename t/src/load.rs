@@ -43,12 +43,24 @@ impl Client {
         Client::build(base.into(), Some(source))
     }
 
+    /// A client that opens a new connection for every request: for load
+    /// across a worker change, where a pooled connection the old worker
+    /// closes while idle would fail a request on the client side (a
+    /// keepalive race of the client, not a request nginx dropped).
+    pub fn without_keepalive(base: impl Into<String>) -> Client {
+        Client::build_with(base.into(), None, 0)
+    }
+
     fn build(base: String, source: Option<std::net::IpAddr>) -> Client {
+        Client::build_with(base, source, 256)
+    }
+
+    fn build_with(base: String, source: Option<std::net::IpAddr>, idle: usize) -> Client {
         let http = reqwest::Client::builder()
             .no_proxy()
             .local_address(source)
             .timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(256)
+            .pool_max_idle_per_host(idle)
             .build()
             .expect("reqwest client");
         Client { http, base }
