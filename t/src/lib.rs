@@ -9,6 +9,7 @@ pub mod dns;
 pub mod errorlog;
 pub mod lab;
 pub mod load;
+pub mod memcheck;
 pub mod nginx;
 pub mod rng;
 pub mod scenario;

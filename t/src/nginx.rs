@@ -2,7 +2,8 @@
 //! binary in the foreground (`daemon off`, so the master is our child),
 //! waits until it accepts, and stops it (QUIT, then KILL after a timeout;
 //! always on drop). Every run fails on `[alert]`, `[emerg]` or
-//! `exited on signal` in its error.log.
+//! `exited on signal` in its error.log, and, under valgrind memcheck (see
+//! [`crate::memcheck`]), on any memory error or definite leak.
 
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::accesslog::{self, Entry, LOG_FORMAT_NAME};
-use crate::errorlog;
+use crate::{errorlog, memcheck};
 
 /// Where `cargo xtask build` installed nginx and the module.
 pub fn install_dir() -> PathBuf {
@@ -234,6 +235,8 @@ pub struct Nginx {
     child: Option<Child>,
     port: u16,
     checked: bool,
+    /// The valgrind memcheck log, when run under memcheck.
+    memcheck: Option<PathBuf>,
 }
 
 impl Nginx {
@@ -241,6 +244,25 @@ impl Nginx {
     pub fn start(config: &Config) -> Nginx {
         let prefix = fresh_prefix(config.flavor.name);
         let port = free_port();
+        // GENERATION_RETRY_VALGRIND: a foreground nginx not already under
+        // a wrapper runs under memcheck, as one process.
+        let memcheck = memcheck::log_dir()
+            .filter(|_| config.wrapper.is_empty() && !config.daemon)
+            .map(|dir| {
+                fs::create_dir_all(&dir).expect("memcheck log directory");
+                let name = prefix.file_name().expect("prefix name").to_string_lossy();
+                dir.join(format!("{name}.log"))
+            });
+        let memcheck_config;
+        let config = match &memcheck {
+            Some(log) => {
+                let command = memcheck::command(log);
+                let command: Vec<&str> = command.iter().map(String::as_str).collect();
+                memcheck_config = config.clone().wrapped(&command);
+                &memcheck_config
+            }
+            None => config,
+        };
         let conf = prefix.join("nginx.conf");
         fs::write(&conf, config.render(&prefix, port)).unwrap();
         let mut cmd = match config.wrapper.split_first() {
@@ -298,6 +320,7 @@ impl Nginx {
             child: if config.daemon { None } else { Some(child) },
             port,
             checked: false,
+            memcheck,
         };
         let startup = if config.wrapper.is_empty() { 10 } else { 120 };
         nginx.wait_accepting(Duration::from_secs(startup));
@@ -492,6 +515,23 @@ impl Nginx {
             "nginx error.log has fatal lines:\n{}",
             fatal.join("\n")
         );
+        if let Err(e) = self.memcheck_verdict() {
+            panic!("{e}");
+        }
+    }
+
+    /// Under memcheck, once stopped: its log must show no error and no
+    /// definitely lost block.
+    fn memcheck_verdict(&self) -> Result<(), String> {
+        let Some(log) = &self.memcheck else {
+            return Ok(());
+        };
+        let report = memcheck::read(log);
+        if report.clean() {
+            Ok(())
+        } else {
+            Err(report.describe(log))
+        }
     }
 }
 
@@ -510,6 +550,9 @@ impl Drop for Nginx {
             let fatal = errorlog::fatal_lines(&log);
             if !fatal.is_empty() {
                 panic!("nginx error.log has fatal lines:\n{}", fatal.join("\n"));
+            }
+            if let Err(e) = self.memcheck_verdict() {
+                panic!("{e}");
             }
         }
         let _ = fs::remove_dir_all(&self.prefix);
