@@ -19,6 +19,17 @@ pub const MODULE_FILE: &str = "ngx_http_upstream_generation_retry_module.so";
 
 /// Builds everything; returns the install directory.
 pub fn build() -> Result<PathBuf> {
+    build_all().map(|built| built.install)
+}
+
+/// What `build` made: the install directory, and the objs directory of the
+/// stock nginx (its `last-build-info` names the nginx source tree).
+pub struct Built {
+    pub install: PathBuf,
+    pub stock_objs: PathBuf,
+}
+
+pub fn build_all() -> Result<Built> {
     prereq::ensure()?;
 
     let found = cargo_build_module()?;
@@ -38,7 +49,10 @@ pub fn build() -> Result<PathBuf> {
         "xtask: nginx  {} (with nginx-src-patches)",
         patched.display()
     );
-    Ok(install)
+    Ok(Built {
+        install,
+        stock_objs: found.nginx_build_dir,
+    })
 }
 
 struct CargoOutputs {

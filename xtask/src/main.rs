@@ -3,9 +3,14 @@
 //!
 //! - `build`: nginx 1.28.0 and the module, installed at fixed paths under
 //!   `target/nginx/1.28.0/`.
-//! - `nginx-test`: `build`, then the unit tests and the integration suite.
+//! - `nginx-test`: `build` and `external`'s builds, then the unit tests and
+//!   the integration suite.
+//! - `external`: the module built against nginx trees of other
+//!   configurations (`NGINX_BUILD_DIR`, `--add-dynamic-module`), then the
+//!   tests that load them.
 
 mod build;
+mod external;
 mod patched;
 mod prereq;
 
@@ -27,6 +32,7 @@ fn main() -> ExitCode {
     let result = match cmd {
         "build" => build::build().map(|_| ()),
         "nginx-test" => nginx_test(rest),
+        "external" => external(rest),
         "lab" => harness_bin("lab", rest),
         "bench" => harness_bin("bench", rest),
         "help" | "--help" | "-h" => {
@@ -50,6 +56,9 @@ fn print_help() {
          build        build nginx {NGINX_VERSION} and the module into target/nginx/{NGINX_VERSION}/\n\
          nginx-test   build, then run the unit tests and the nginx integration suite\n\
                       (arguments after `--` go to the test binaries, e.g. a test name filter)\n\
+         external     build nginx with other flags and the module against it (NGINX_BUILD_DIR,\n\
+                      --add-dynamic-module) into target/nginx/{NGINX_VERSION}/external/, then\n\
+                      run t/tests/external.rs\n\
          lab          build, then stock nginx beside nginx with the module under the same\n\
                       load and faults; `cargo xtask lab --help` for its options\n\
          bench        build, then stock vs module on vs module off: throughput and latency\n\
@@ -103,7 +112,9 @@ pub fn run(cmd: &mut Command) -> Result {
 }
 
 fn nginx_test(extra: &[String]) -> Result {
-    let install_dir = build::build()?;
+    let built = build::build_all()?;
+    external::build(&built)?;
+    let install_dir = built.install;
     let mut cmd = cargo();
     cmd.args([
         "test",
@@ -115,6 +126,19 @@ fn nginx_test(extra: &[String]) -> Result {
         "xtask",
     ])
     .env("GENERATION_RETRY_NGINX_DIR", &install_dir);
+    if !extra.is_empty() {
+        cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
+    }
+    run_tests(&mut cmd)
+}
+
+/// `cargo xtask external`: its builds, then `t/tests/external.rs`.
+fn external(extra: &[String]) -> Result {
+    let built = build::build_all()?;
+    external::build(&built)?;
+    let mut cmd = cargo();
+    cmd.args(["test", "-p", "generation-retry-t", "--test", "external"])
+        .env("GENERATION_RETRY_NGINX_DIR", &built.install);
     if !extra.is_empty() {
         cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
     }

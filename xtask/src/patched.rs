@@ -10,7 +10,7 @@ use std::process::Command;
 use crate::{root, Result, NGINX_VERSION};
 
 /// Runs a build step, showing its output only when it fails.
-fn run_quiet(cmd: &mut Command) -> Result {
+pub(crate) fn run_quiet(cmd: &mut Command) -> Result {
     let out = cmd
         .output()
         .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
@@ -26,9 +26,18 @@ fn run_quiet(cmd: &mut Command) -> Result {
 }
 
 /// What nginx-src recorded about the stock build: its source tree and flags.
-struct StockBuild {
-    source: PathBuf,
-    flags: Vec<String>,
+pub(crate) struct StockBuild {
+    pub source: PathBuf,
+    pub flags: Vec<String>,
+}
+
+impl StockBuild {
+    /// Reads `last-build-info` in the stock build's objs directory.
+    pub fn read(stock_objs: &Path) -> Result<StockBuild> {
+        let path = stock_objs.join("last-build-info");
+        let info = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        parse_build_info(&info).ok_or(format!("cannot parse {}", path.display()))
+    }
 }
 
 /// `last-build-info` is `"<source dir>"|<configure flags>`.
@@ -53,24 +62,37 @@ pub fn patches() -> Result<Vec<PathBuf>> {
     Ok(list)
 }
 
-/// FNV-1a over everything that decides the patched build.
-fn fingerprint(build: &StockBuild, patches: &[PathBuf]) -> Result<String> {
+/// FNV-1a over the concatenation of `parts`: a build's stamp.
+pub(crate) fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |bytes: &[u8]| {
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    feed(build.source.to_string_lossy().as_bytes());
-    feed(build.flags.join(" ").as_bytes());
-    for p in patches {
-        feed(&fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?);
+    for b in parts.into_iter().flatten() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    Ok(format!("{h:016x}"))
+    format!("{h:016x}")
 }
 
-fn copy_tree(from: &Path, to: &Path) -> Result {
+/// Everything that decides the patched build.
+fn fingerprint(build: &StockBuild, patches: &[PathBuf]) -> Result<String> {
+    let source = build.source.to_string_lossy();
+    let flags = build.flags.join(" ");
+    let mut parts = vec![source.as_bytes().to_vec(), flags.into_bytes()];
+    for p in patches {
+        parts.push(fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?);
+    }
+    Ok(fnv1a(parts.iter().map(Vec::as_slice)))
+}
+
+/// Whether the build in `work` was made from `stamp` (and left `product`).
+pub(crate) fn is_fresh(work: &Path, stamp: &str, product: &Path) -> bool {
+    fs::read_to_string(work.join("stamp")).is_ok_and(|s| s == stamp) && product.is_file()
+}
+
+pub(crate) fn write_stamp(work: &Path, stamp: &str) -> Result {
+    fs::write(work.join("stamp"), stamp).map_err(|e| format!("{}: {e}", work.display()))
+}
+
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result {
     fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
     for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
         let entry = entry.map_err(|e| e.to_string())?;
@@ -110,12 +132,33 @@ fn apply(tree: &Path, patch: &Path) -> Result {
     ))
 }
 
+/// `configure` in an nginx tree (a release's `configure` or a source
+/// checkout's `auto/configure`), with `args`.
+pub(crate) fn configure(tree: &Path, args: &[String]) -> Result {
+    let configure = ["configure", "auto/configure"]
+        .iter()
+        .map(|c| tree.join(c))
+        .find(|c| c.is_file())
+        .ok_or("no configure script in the nginx tree")?;
+    run_quiet(Command::new(configure).args(args).current_dir(tree))
+}
+
+/// `make -f OBJS/Makefile -jN TARGET` in a configured nginx tree.
+pub(crate) fn make(tree: &Path, objs: &Path, target: &str) -> Result {
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    run_quiet(
+        Command::new("make")
+            .arg("-f")
+            .arg(objs.join("Makefile"))
+            .arg(format!("-j{jobs}"))
+            .arg(target)
+            .current_dir(tree),
+    )
+}
+
 /// Builds (or reuses) the patched nginx; returns the installed binary.
 pub fn build(stock_objs: &Path, install: &Path) -> Result<PathBuf> {
-    let info_path = stock_objs.join("last-build-info");
-    let info =
-        fs::read_to_string(&info_path).map_err(|e| format!("{}: {e}", info_path.display()))?;
-    let stock = parse_build_info(&info).ok_or(format!("cannot parse {}", info_path.display()))?;
+    let stock = StockBuild::read(stock_objs)?;
     let patches = patches()?;
     let stamp = fingerprint(&stock, &patches)?;
 
@@ -123,11 +166,7 @@ pub fn build(stock_objs: &Path, install: &Path) -> Result<PathBuf> {
     let tree = work.join("src");
     let objs = work.join("objs");
     let binary = install.join("patched/sbin/nginx");
-    let stamp_file = work.join("stamp");
-    let fresh = fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp)
-        && objs.join("nginx").is_file()
-        && binary.is_file();
-    if fresh {
+    if is_fresh(&work, &stamp, &objs.join("nginx")) && binary.is_file() {
         return Ok(binary);
     }
 
@@ -137,28 +176,12 @@ pub fn build(stock_objs: &Path, install: &Path) -> Result<PathBuf> {
     for p in &patches {
         apply(&tree, p)?;
     }
-    let configure = ["configure", "auto/configure"]
-        .iter()
-        .map(|c| tree.join(c))
-        .find(|c| c.is_file())
-        .ok_or("no configure script in the nginx tree")?;
-    run_quiet(
-        Command::new(configure)
-            .args(&stock.flags)
-            .arg(format!("--builddir={}", objs.display()))
-            .current_dir(&tree),
-    )?;
-    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
-    run_quiet(
-        Command::new("make")
-            .arg("-f")
-            .arg(objs.join("Makefile"))
-            .arg(format!("-j{jobs}"))
-            .arg("build")
-            .current_dir(&tree),
-    )?;
+    let mut flags = stock.flags.clone();
+    flags.push(format!("--builddir={}", objs.display()));
+    configure(&tree, &flags)?;
+    make(&tree, &objs, "build")?;
     crate::build::copy_if_changed(&objs.join("nginx"), &binary)?;
-    fs::write(&stamp_file, stamp).map_err(|e| e.to_string())?;
+    write_stamp(&work, &stamp)?;
     Ok(binary)
 }
 

@@ -1,0 +1,157 @@
+//! The module built against nginx trees other than the stock one, by
+//! `cargo xtask external` (and `cargo xtask nginx-test`):
+//!
+//! - `NGINX_BUILD_DIR=<objs> cargo build ...` against an nginx configured
+//!   on its own (`--with-debug`, another prefix): it loads into that nginx
+//!   and rescues the race;
+//! - `./configure --add-dynamic-module=<this repository>`: nginx's `make`
+//!   builds it, and it rescues the race in that nginx;
+//! - an nginx without `--with-compat` refuses a module built elsewhere with
+//!   its signature message.
+//!
+//! A missing artefact fails the test: nothing here is skipped.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use generation_retry_t::errorlog;
+use generation_retry_t::nginx::{self, Config, Flavor};
+use generation_retry_t::scenario::Lab;
+
+const MODULE_FILE: &str = "ngx_http_upstream_generation_retry_module.so";
+const RACES: usize = 5;
+
+/// `target/nginx/1.28.0/external/<rel>`, which must exist.
+fn external(rel: &str) -> PathBuf {
+    let path = nginx::install_dir().join("external").join(rel);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo xtask external` (or `cargo xtask nginx-test`)",
+        path.display()
+    );
+    path
+}
+
+fn flavor(dir: &str, name: &'static str) -> Flavor {
+    Flavor {
+        binary: external(&format!("{dir}sbin/nginx")),
+        module: Some(external(&format!("{dir}modules/{MODULE_FILE}"))),
+        name,
+    }
+}
+
+/// `nginx -V`: the configure line the binary was built with.
+fn configure_line(binary: &PathBuf) -> String {
+    let out = Command::new(binary).arg("-V").output().expect("nginx -V");
+    assert!(
+        out.status.success(),
+        "{}: nginx -V failed",
+        binary.display()
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// As `module_race.rs`: every scripted race is rescued (200 from the new
+/// address, `$upstream_addr` "OLD:P, NEW:P", one re-snapshot), the counters
+/// say so, and no raced request meets `no live upstreams`.
+async fn rescues_the_race(flavor: Flavor) {
+    let mut lab = Lab::start(flavor, "generation_retry_resnapshot on;").await;
+    for i in 0..RACES {
+        let race = lab.race_once(i).await;
+        lab.assert_rescued(&race);
+        assert_eq!(race.entry.resnapshots, Some(1), "{}", race.path);
+        let s = lab.status("be").await;
+        let n = (i + 1) as u64;
+        assert_eq!(s["busy"]["retry"], n, "{s}");
+        assert_eq!(s["rescued"], n, "{s}");
+        assert_eq!(s["failed"], 0, "{s}");
+        assert_eq!(s["no_live"]["generation"], 0, "{s}");
+    }
+    let log = lab.nginx.error_log();
+    assert_eq!(
+        log.matches("generation_retry: upstream \"be\" peer list changed")
+            .count(),
+        RACES,
+        "one warn line per rescue"
+    );
+    let raced_no_live: Vec<_> = errorlog::with_message(&log, errorlog::NO_LIVE)
+        .into_iter()
+        .filter(|l| l.whole.contains(" /race/"))
+        .map(|l| l.whole)
+        .collect();
+    assert!(raced_no_live.is_empty(), "{raced_no_live:#?}");
+    lab.finish();
+}
+
+/// Built with `NGINX_BUILD_DIR` against a debug nginx with another prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nginx_build_dir_module_rescues_the_race_in_its_debug_nginx() {
+    let flavor = flavor("", "external");
+    let v = configure_line(&flavor.binary);
+    for flag in ["--with-debug", "--prefix=/opt/someone-else/nginx"] {
+        assert!(v.contains(flag), "not the external build: {v}");
+    }
+    assert!(!v.contains("--with-threads"), "not the external build: {v}");
+    rescues_the_race(flavor).await;
+}
+
+/// Built by nginx's `make` after `./configure --add-dynamic-module=<repo>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn add_dynamic_module_build_rescues_the_race() {
+    let flavor = flavor("addon/", "addon");
+    let v = configure_line(&flavor.binary);
+    let add = format!(
+        "--add-dynamic-module={}",
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .display()
+    );
+    assert!(v.contains(&add), "not configured with {add}: {v}");
+    rescues_the_race(flavor).await;
+}
+
+/// An nginx without `--with-compat`, with other modules, refuses the
+/// modules built against the stock tree and the external tree by their
+/// signature, naming the file; the same configuration without
+/// `load_module` passes, so the refusal is the module's.
+#[test]
+fn nginx_without_compat_refuses_a_module_built_elsewhere() {
+    let binary = external("nocompat/sbin/nginx");
+    let v = configure_line(&binary);
+    assert!(!v.contains("--with-compat"), "{v}");
+    assert!(v.contains("--without-http_gzip_module"), "{v}");
+
+    let plain = Flavor {
+        binary: binary.clone(),
+        module: None,
+        name: "nocompat",
+    };
+    let t = nginx::test_config(&Config::new(plain, ""));
+    assert!(t.ok, "nginx -t without the module: {}", t.stderr);
+
+    let stock_module = Flavor::with_module().module.expect("the stock module");
+    for module in [stock_module, external(&format!("modules/{MODULE_FILE}"))] {
+        let flavor = Flavor {
+            binary: binary.clone(),
+            module: Some(module.clone()),
+            name: "nocompat",
+        };
+        let t = nginx::test_config(&Config::new(flavor, ""));
+        assert!(
+            !t.ok,
+            "nginx -t accepted {}: {}",
+            module.display(),
+            t.stderr
+        );
+        let message = format!(
+            "nginx: [emerg] module \"{}\" is not binary compatible in ",
+            module.display()
+        );
+        assert!(
+            t.stderr.contains(&message),
+            "want `{message}`, got:\n{}",
+            t.stderr
+        );
+    }
+}

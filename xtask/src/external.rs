@@ -1,0 +1,226 @@
+//! `cargo xtask external`: the module built against nginx trees other than
+//! the one nginx-sys builds, the two ways an operator would, and an nginx
+//! that must refuse a module built elsewhere. Installed under
+//! `target/nginx/1.28.0/external/`:
+//!
+//! - `sbin/nginx`, `modules/<module>.so`: nginx 1.28.0 configured on its own
+//!   with other flags (`--with-debug`, another prefix, no threads), and the
+//!   module built against its objs directory, as the README tells operators:
+//!   `NGINX_BUILD_DIR=<objs> cargo build --release --no-default-features
+//!   --features export-modules` (in `target/external-cargo`, so
+//!   `target/release` keeps the stock build);
+//! - `addon/sbin/nginx`, `addon/modules/<module>.so`: nginx configured with
+//!   `--add-dynamic-module=<this repository>`, so the repository's `config`
+//!   and `config.make` have nginx's `make` build the module;
+//! - `nocompat/sbin/nginx`: nginx without `--with-compat` and with other
+//!   modules, which refuses a module built against any other tree.
+//!
+//! Each nginx is a copy of the nginx-src tree, rebuilt only when its stamp
+//! (source tree, flags, and for the addon tree `config` and `config.make`)
+//! changes; cargo (and nginx's make, for the addon) decide whether the module
+//! must be rebuilt.
+
+use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::build::{copy_if_changed, Built, MODULE_FILE, MODULE_PACKAGE};
+use crate::patched::{configure, copy_tree, fnv1a, is_fresh, make, write_stamp, StockBuild};
+use crate::{cargo, root, run, target_dir, Result};
+
+/// Someone else's nginx: a debug build with another prefix, without the
+/// stock build's threads, HTTP/2 and realip modules.
+pub const EXTERNAL_FLAGS: &[&str] = &[
+    "--prefix=/opt/someone-else/nginx",
+    "--with-debug",
+    "--with-compat",
+    "--with-stream",
+    "--with-http_ssl_module",
+];
+
+/// The nginx the module is added to with `--add-dynamic-module` (that flag
+/// is appended): another prefix, threads, no TLS.
+pub const ADDON_FLAGS: &[&str] = &[
+    "--prefix=/opt/addon/nginx",
+    "--with-compat",
+    "--with-stream",
+    "--with-threads",
+];
+
+/// An nginx built without `--with-compat` and with other modules: its
+/// module signature differs from every other build here.
+pub const NOCOMPAT_FLAGS: &[&str] = &[
+    "--prefix=/opt/nocompat/nginx",
+    "--with-stream",
+    "--without-http_gzip_module",
+    "--without-http_rewrite_module",
+];
+
+/// Where the module built with NGINX_BUILD_DIR goes (not `target/release`).
+pub fn cargo_target_dir() -> PathBuf {
+    target_dir().join("external-cargo")
+}
+
+/// Builds (or reuses) everything above; returns the `external` directory.
+pub fn build(built: &Built) -> Result<PathBuf> {
+    let started = Instant::now();
+    let stock = StockBuild::read(&built.stock_objs)?;
+    let out = built.install.join("external");
+    let work = built.install.join("external-build");
+
+    // Someone else's nginx, and the module built against its objs.
+    let (tree, _) = nginx_tree(&stock.source, &work.join("debug"), EXTERNAL_FLAGS, &[], &[])?;
+    let objs = tree.join("objs");
+    copy_if_changed(&objs.join("nginx"), &out.join("sbin/nginx"))?;
+    let module = cargo_build_against(&objs)?;
+    copy_if_changed(&module, &out.join("modules").join(MODULE_FILE))?;
+
+    // nginx with `--add-dynamic-module`: its make builds the module too.
+    let config = [
+        read(&root().join("config"))?,
+        read(&root().join("config.make"))?,
+    ];
+    let add = format!("--add-dynamic-module={}", root().display());
+    let (tree, rebuilt) = nginx_tree(
+        &stock.source,
+        &work.join("addon"),
+        ADDON_FLAGS,
+        &[add],
+        &config,
+    )?;
+    let objs = tree.join("objs");
+    if !rebuilt {
+        // The tree is as configured; the module's sources may have changed.
+        make(&tree, &objs, "modules")?;
+    }
+    let addon = out.join("addon");
+    copy_if_changed(&objs.join("nginx"), &addon.join("sbin/nginx"))?;
+    copy_if_changed(
+        &objs.join(MODULE_FILE),
+        &addon.join("modules").join(MODULE_FILE),
+    )?;
+
+    // nginx without --with-compat.
+    let (tree, _) = nginx_tree(
+        &stock.source,
+        &work.join("nocompat"),
+        NOCOMPAT_FLAGS,
+        &[],
+        &[],
+    )?;
+    copy_if_changed(&tree.join("objs/nginx"), &out.join("nocompat/sbin/nginx"))?;
+
+    eprintln!(
+        "xtask: external nginx and modules in {} ({:.1} s)",
+        out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(out)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A copy of the nginx tree `source` in `work/src`, configured with `flags`
+/// and `more` and built (`objs/` inside the tree, as nginx does by default),
+/// unless the stamp says the one there was made the same way. Returns the
+/// tree and whether it was (re)built.
+fn nginx_tree(
+    source: &Path,
+    work: &Path,
+    flags: &[&str],
+    more: &[String],
+    inputs: &[Vec<u8>],
+) -> Result<(PathBuf, bool)> {
+    let args: Vec<String> = flags
+        .iter()
+        .map(|f| f.to_string())
+        .chain(more.iter().cloned())
+        .collect();
+    let source_name = source.to_string_lossy();
+    let joined = args.join(" ");
+    let stamp = fnv1a(
+        [source_name.as_bytes(), joined.as_bytes()]
+            .into_iter()
+            .chain(inputs.iter().map(Vec::as_slice)),
+    );
+    let tree = work.join("src");
+    let objs = tree.join("objs");
+    if is_fresh(work, &stamp, &objs.join("nginx")) {
+        return Ok((tree, false));
+    }
+    let started = Instant::now();
+    eprintln!("xtask: building nginx {joined}");
+    let _ = fs::remove_dir_all(work);
+    copy_tree(source, &tree)?;
+    configure(&tree, &args)?;
+    make(&tree, &objs, "build")?;
+    write_stamp(work, &stamp)?;
+    eprintln!(
+        "xtask: built {} in {:.1} s",
+        objs.join("nginx").display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok((tree, true))
+}
+
+/// `NGINX_BUILD_DIR=<objs> cargo build --release --no-default-features
+/// --features export-modules`, in its own target directory; returns the
+/// shared object.
+fn cargo_build_against(objs: &Path) -> Result<PathBuf> {
+    let target = cargo_target_dir();
+    let started = Instant::now();
+    run(cargo()
+        .args([
+            "build",
+            "--release",
+            "--package",
+            MODULE_PACKAGE,
+            "--no-default-features",
+            "--features",
+            "export-modules",
+            "--target-dir",
+        ])
+        .arg(&target)
+        .env("NGINX_BUILD_DIR", objs)
+        .env_remove("NGINX_SOURCE_DIR"))?;
+    let module = target
+        .join("release")
+        .join(format!("{DLL_PREFIX}{MODULE_PACKAGE}{DLL_SUFFIX}"));
+    if !module.is_file() {
+        return Err(format!("cargo did not leave {}", module.display()));
+    }
+    eprintln!(
+        "xtask: module against {} in {:.1} s",
+        objs.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(module)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builds_differ_where_the_tests_rely_on_it() {
+        assert!(EXTERNAL_FLAGS.contains(&"--with-debug"));
+        assert!(EXTERNAL_FLAGS.contains(&"--with-compat"));
+        assert!(ADDON_FLAGS.contains(&"--with-compat"));
+        assert!(!NOCOMPAT_FLAGS.contains(&"--with-compat"));
+        for flags in [EXTERNAL_FLAGS, ADDON_FLAGS, NOCOMPAT_FLAGS] {
+            assert!(flags.iter().any(|f| f.starts_with("--prefix=/opt/")));
+            assert!(!flags.iter().any(|f| f.starts_with("--builddir")));
+        }
+    }
+
+    #[test]
+    fn the_addon_files_are_at_the_root() {
+        for name in ["config", "config.make"] {
+            let text = fs::read_to_string(root().join(name)).unwrap();
+            assert!(text.contains("ngx_http_upstream_generation_retry_module"));
+        }
+    }
+}
