@@ -42,6 +42,10 @@ pub fn command(log: &Path) -> Vec<String> {
         "--show-leak-kinds=definite".into(),
         "--errors-for-leak-kinds=definite".into(),
         "--num-callers=40".into(),
+        // nginx unloads the module (dlclose) when it destroys the cycle
+        // pool at exit, before the leak check: keep its symbols so leak
+        // stacks still name the module's frames.
+        "--keep-debuginfo=yes".into(),
         // nginx forks nothing with `master_process off` and `daemon off`;
         // should it, the child is not ours to check.
         "--child-silent-after-fork=yes".into(),
