@@ -8,11 +8,14 @@
 //! - `external`: the module built against nginx trees of other
 //!   configurations (`NGINX_BUILD_DIR`, `--add-dynamic-module`), then the
 //!   tests that load them.
+//! - `valgrind`: the race scenarios and a short lab with nginx under
+//!   valgrind memcheck (`nginx-test` runs a subset).
 
 mod build;
 mod external;
 mod patched;
 mod prereq;
+mod valgrind;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
         "external" => external(rest),
         "lab" => harness_bin("lab", rest),
         "bench" => harness_bin("bench", rest),
+        "valgrind" => valgrind::valgrind(rest),
         "help" | "--help" | "-h" => {
             print_help();
             Ok(())
@@ -62,7 +66,9 @@ fn print_help() {
          lab          build, then stock nginx beside nginx with the module under the same\n\
                       load and faults; `cargo xtask lab --help` for its options\n\
          bench        build, then stock vs module on vs module off: throughput and latency\n\
-                      ratios, and the cost of a rescue"
+                      ratios, and the cost of a rescue\n\
+         valgrind     build, then the race scenarios (every balancer row) and a short lab\n\
+                      with nginx under valgrind memcheck; `--ci` for nginx-test's subset"
     );
 }
 
@@ -129,7 +135,13 @@ fn nginx_test(extra: &[String]) -> Result {
     if !extra.is_empty() {
         cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
     }
-    run_tests(&mut cmd)
+    run_tests(&mut cmd)?;
+    if extra.is_empty() {
+        // Memory safety: a few race scenarios with nginx under memcheck
+        // (the full set is `cargo xtask valgrind`).
+        valgrind::ci_subset(&install_dir)?;
+    }
+    Ok(())
 }
 
 /// `cargo xtask external`: its builds, then `t/tests/external.rs`.
