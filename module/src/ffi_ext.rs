@@ -1,13 +1,15 @@
 //! The unsafe edge: small accessors over nginx's C structures, each with the
 //! reason it is sound. The rest of the module works with safe references.
 
-use core::ffi::c_void;
+use core::ffi::{c_void, CStr};
 use core::ptr;
 
 use ngx::ffi::{
-    ngx_array_t, ngx_conf_t, ngx_http_request_t, ngx_http_upstream_rr_peers_t,
-    ngx_http_upstream_srv_conf_t, ngx_module_t, ngx_rwlock_rlock, ngx_rwlock_unlock, ngx_str_t,
+    ngx_array_t, ngx_conf_t, ngx_http_request_t, ngx_module_t, ngx_rwlock_rlock, ngx_rwlock_unlock,
+    ngx_str_t,
 };
+
+use crate::proto::{Proto, RrPeers};
 
 /// Views an `ngx_array_t` of `T` as a slice.
 ///
@@ -54,18 +56,48 @@ pub(crate) fn conf_args(cf: &ngx_conf_t) -> &[ngx_str_t] {
 }
 
 /// The upstream block's name.
-pub(crate) fn upstream_name(uscf: &ngx_http_upstream_srv_conf_t) -> String {
-    String::from_utf8_lossy(str_bytes(&uscf.host)).into_owned()
+pub(crate) fn upstream_name<P: Proto>(us: &P::Upstream) -> String {
+    String::from_utf8_lossy(str_bytes(P::host(us))).into_owned()
+}
+
+/// Entry `module.ctx_index` of a per-module configuration array
+/// (`main_conf`, `srv_conf`); NULL when the array is NULL.
+///
+/// # Safety
+/// `array` is NULL or a live configuration array of `module`'s kind (http
+/// or stream), which has an entry for every module of that kind.
+pub(crate) unsafe fn conf_slot(array: *mut *mut c_void, module: &ngx_module_t) -> *mut c_void {
+    if array.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: per the contract.
+    unsafe { *array.add(module.ctx_index) }
+}
+
+/// The `ctx_index` of the module called `name` in the cycle being
+/// configured, found by name so the module does not link against modules
+/// nginx may lack (a build without `--with-stream`) or load later.
+pub(crate) fn module_ctx_index(cf: &ngx_conf_t, name: &CStr) -> Option<usize> {
+    // SAFETY: cf->cycle->modules is the cycle's module table of
+    // `modules_n` entries, each with a NUL-terminated name.
+    unsafe {
+        let cycle = cf.cycle.as_ref()?;
+        let modules = core::slice::from_raw_parts(cycle.modules, cycle.modules_n);
+        modules
+            .iter()
+            .filter_map(|m| m.as_ref())
+            .find(|m| !m.name.is_null() && CStr::from_ptr(m.name) == name)
+            .map(|m| m.ctx_index)
+    }
 }
 
 /// The round-robin peer list of an upstream with a `zone`: after the zone is
 /// initialised, the shared-memory copy every worker sees.
-fn rr_peers(uscf: &ngx_http_upstream_srv_conf_t) -> Option<&ngx_http_upstream_rr_peers_t> {
-    let peers = uscf.peer.data as *const ngx_http_upstream_rr_peers_t;
+fn rr_peers<P: Proto>(us: &P::Upstream) -> Option<&P::Peers> {
     // SAFETY: the module wraps only upstreams with a `zone`, and the zone
-    // module requires (and copies) round-robin peers into uscf->peer.data,
+    // module requires (and copies) round-robin peers into us->peer.data,
     // which lives as long as the cycle.
-    unsafe { peers.as_ref() }
+    unsafe { P::peers(us).as_ref() }
 }
 
 /// The peer list's generation now (0 when the list has no counter).
@@ -74,23 +106,23 @@ fn rr_peers(uscf: &ngx_http_upstream_srv_conf_t) -> Option<&ngx_http_upstream_rr
 /// and a stale one only means "changed" is seen one selection later, which
 /// round-robin's own check under the lock then reports as busy again.
 #[inline]
-pub(crate) fn generation(uscf: &ngx_http_upstream_srv_conf_t) -> usize {
-    match rr_peers(uscf) {
+pub(crate) fn generation<P: Proto>(us: &P::Upstream) -> usize {
+    match rr_peers::<P>(us) {
         // SAFETY: `config` points at a counter in the zone's slab pool, which
         // lives as long as the zone.
-        Some(p) if !p.config.is_null() => unsafe { ptr::read_volatile(p.config) },
+        Some(p) if !p.config().is_null() => unsafe { ptr::read_volatile(p.config()) },
         _ => 0,
     }
 }
 
 /// Numbers of primary and backup peers, read under the list's read lock.
 /// Only on the failure path.
-pub(crate) fn peer_counts(uscf: &ngx_http_upstream_srv_conf_t) -> (usize, usize) {
-    let Some(peers) = rr_peers(uscf) else {
+pub(crate) fn peer_counts<P: Proto>(us: &P::Upstream) -> (usize, usize) {
+    let Some(peers) = rr_peers::<P>(us) else {
         return (0, 0);
     };
-    let lock = ptr::addr_of!(peers.rwlock) as *mut _;
-    let locked = !peers.shpool.is_null();
+    let lock = peers.rwlock();
+    let locked = peers.shared();
     // SAFETY: a zone's peer lists are guarded by `rwlock` in shared memory;
     // taking the read lock is what round-robin does to read them. `next`
     // (backup) is NULL or a list sharing the lock's lifetime.
@@ -98,8 +130,8 @@ pub(crate) fn peer_counts(uscf: &ngx_http_upstream_srv_conf_t) -> (usize, usize)
         if locked {
             ngx_rwlock_rlock(lock);
         }
-        let primary = peers.number;
-        let backup = peers.next.as_ref().map_or(0, |b| b.number);
+        let primary = peers.number();
+        let backup = peers.next().as_ref().map_or(0, |b| b.number());
         if locked {
             ngx_rwlock_unlock(lock);
         }

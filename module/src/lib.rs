@@ -1,15 +1,20 @@
-//! `ngx_http_upstream_generation_retry_module`: ends the `no live upstreams`
-//! 502s nginx 1.28 returns when an upstream `server NAME resolve;` changes its
-//! address while a request is being retried (nginx/nginx#1656).
+//! `ngx_http_upstream_generation_retry_module` and
+//! `ngx_stream_upstream_generation_retry_module`: end the `no live
+//! upstreams` failures nginx 1.28 gives when an upstream `server NAME
+//! resolve;` changes its address while a request (or a TCP session) is being
+//! retried (nginx/nginx#1656). One shared object holds both modules, so one
+//! `load_module` line serves `http` and `stream`.
 //!
-//! Split by concern: [`conf`] holds the directives and their configuration,
+//! Split by concern: [`proto`] says where http and stream keep what the
+//! module needs, [`conf`] holds the directive and the postconfiguration,
 //! [`peer`] the peer wrapper, [`shm`] the shared counters, [`status`] the
-//! status endpoint, [`variable`] the access-log variable, and [`ffi_ext`] the
-//! few unsafe accessors everything else goes through.
+//! status endpoint, [`variable`] the access-log variable, and [`ffi_ext`]
+//! the few unsafe accessors everything else goes through.
 
 mod conf;
 mod ffi_ext;
 mod peer;
+mod proto;
 mod shm;
 mod status;
 mod variable;
@@ -18,64 +23,56 @@ use core::ffi::c_void;
 use core::ptr;
 
 use ngx::ffi::{
-    ngx_command_t, ngx_conf_t, ngx_http_module_t, ngx_int_t, ngx_module_t, ngx_uint_t,
-    NGX_CONF_NOARGS, NGX_CONF_TAKE12, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET,
-    NGX_HTTP_MAIN_CONF, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF_OFFSET, NGX_HTTP_UPS_CONF,
+    ngx_command_t, ngx_conf_t, ngx_http_module_t, ngx_int_t, ngx_module_t, ngx_stream_conf_ctx_t,
+    ngx_stream_module_t, ngx_uint_t, NGX_CONF_NOARGS, NGX_CONF_TAKE12, NGX_HTTP_LOC_CONF,
+    NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF_OFFSET,
+    NGX_HTTP_UPS_CONF, NGX_STREAM_MAIN_CONF, NGX_STREAM_MODULE, NGX_STREAM_UPS_CONF,
 };
-use ngx::http::{HttpModule, HttpModuleMainConf, HttpModuleServerConf};
 use ngx::ngx_string;
 
-/// The module's type for ngx-rust's configuration helpers.
-pub(crate) struct Module;
+use proto::{Http, Stream};
 
-impl HttpModule for Module {
-    fn module() -> &'static ngx_module_t {
-        // SAFETY: nginx writes the module's index fields while loading it,
-        // before any configuration callback can run; afterwards it is only read.
-        unsafe { &*ptr::addr_of!(ngx_http_upstream_generation_retry_module) }
-    }
-
-    unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
-        // SAFETY: nginx calls preconfiguration with the configuration being
-        // parsed.
-        variable::add(unsafe { &mut *cf })
-    }
-
-    unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
-        // SAFETY: nginx calls postconfiguration with a valid configuration
-        // context for the http block being parsed.
-        conf::postconfiguration(unsafe { &mut *cf })
-    }
+unsafe extern "C" fn http_preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
+    // SAFETY: nginx calls preconfiguration with the configuration being
+    // parsed.
+    variable::add(unsafe { &mut *cf })
 }
 
-// SAFETY: the server configuration slot of this module always holds a
-// `conf::SrvConf`, created by `create_srv_conf` below.
-unsafe impl HttpModuleServerConf for Module {
-    type ServerConf = conf::SrvConf;
+unsafe extern "C" fn http_postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
+    // SAFETY: nginx calls postconfiguration with the http block's context.
+    unsafe { conf::postconfiguration::<Http>(&mut *cf) }
 }
 
-// SAFETY: the main configuration slot always holds a `conf::MainConf`,
-// created by `create_main_conf` below.
-unsafe impl HttpModuleMainConf for Module {
-    type MainConf = conf::MainConf;
+unsafe extern "C" fn stream_postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
+    // SAFETY: nginx calls postconfiguration with the stream block's context.
+    unsafe { conf::postconfiguration::<Stream>(&mut *cf) }
 }
 
-static MODULE_CTX: ngx_http_module_t = ngx_http_module_t {
-    preconfiguration: Some(Module::preconfiguration),
-    postconfiguration: Some(Module::postconfiguration),
-    create_main_conf: Some(Module::create_main_conf),
-    init_main_conf: None,
-    create_srv_conf: Some(Module::create_srv_conf),
+static HTTP_CTX: ngx_http_module_t = ngx_http_module_t {
+    preconfiguration: Some(http_preconfiguration),
+    postconfiguration: Some(http_postconfiguration),
+    create_main_conf: Some(conf::create_main_conf::<Http>),
+    init_main_conf: Some(conf::init_main_conf::<Http>),
+    create_srv_conf: Some(conf::create_srv_conf::<Http>),
     merge_srv_conf: None,
     create_loc_conf: None,
     merge_loc_conf: None,
 };
 
-static mut COMMANDS: [ngx_command_t; 3] = [
+static STREAM_CTX: ngx_stream_module_t = ngx_stream_module_t {
+    preconfiguration: None,
+    postconfiguration: Some(stream_postconfiguration),
+    create_main_conf: Some(conf::create_main_conf::<Stream>),
+    init_main_conf: Some(conf::init_main_conf::<Stream>),
+    create_srv_conf: Some(conf::create_srv_conf::<Stream>),
+    merge_srv_conf: None,
+};
+
+static mut HTTP_COMMANDS: [ngx_command_t; 3] = [
     ngx_command_t {
         name: ngx_string!("generation_retry_resnapshot"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_HTTP_UPS_CONF | NGX_CONF_TAKE12) as ngx_uint_t,
-        set: Some(conf::set_resnapshot),
+        set: Some(conf::set_resnapshot::<Http>),
         conf: NGX_HTTP_SRV_CONF_OFFSET,
         offset: 0,
         post: ptr::null_mut(),
@@ -91,16 +88,77 @@ static mut COMMANDS: [ngx_command_t; 3] = [
     ngx_command_t::empty(),
 ];
 
-#[cfg(feature = "export-modules")]
-ngx::ngx_modules!(ngx_http_upstream_generation_retry_module);
+/// `NGX_STREAM_SRV_CONF_OFFSET` (a C macro bindgen does not carry).
+const NGX_STREAM_SRV_CONF_OFFSET: ngx_uint_t =
+    core::mem::offset_of!(ngx_stream_conf_ctx_t, srv_conf);
 
-/// The module table nginx's `load_module` looks up by name.
+static mut STREAM_COMMANDS: [ngx_command_t; 2] = [
+    ngx_command_t {
+        name: ngx_string!("generation_retry_resnapshot"),
+        type_: (NGX_STREAM_MAIN_CONF | NGX_STREAM_UPS_CONF | NGX_CONF_TAKE12) as ngx_uint_t,
+        set: Some(conf::set_resnapshot::<Stream>),
+        conf: NGX_STREAM_SRV_CONF_OFFSET,
+        offset: 0,
+        post: ptr::null_mut(),
+    },
+    ngx_command_t::empty(),
+];
+
+// The table `load_module` reads: the modules of this object, their names,
+// and no ordering constraint. Written out because ngx-rust 0.5.1's
+// `ngx_modules!` miscounts more than one module.
+#[cfg(feature = "export-modules")]
+mod exported {
+    use core::ffi::c_char;
+    use core::ptr;
+
+    use ngx::ffi::ngx_module_t;
+
+    #[no_mangle]
+    #[used]
+    #[allow(non_upper_case_globals)]
+    pub static mut ngx_modules: [*const ngx_module_t; 3] = [
+        ptr::addr_of!(super::ngx_http_upstream_generation_retry_module),
+        ptr::addr_of!(super::ngx_stream_upstream_generation_retry_module),
+        ptr::null(),
+    ];
+
+    #[no_mangle]
+    #[used]
+    #[allow(non_upper_case_globals)]
+    pub static mut ngx_module_names: [*const c_char; 3] = [
+        c"ngx_http_upstream_generation_retry_module".as_ptr(),
+        c"ngx_stream_upstream_generation_retry_module".as_ptr(),
+        ptr::null(),
+    ];
+
+    #[no_mangle]
+    #[used]
+    #[allow(non_upper_case_globals)]
+    pub static mut ngx_module_order: [*const c_char; 1] = [ptr::null()];
+}
+
+/// The http module, looked up by name by `load_module`.
 #[used]
 #[allow(non_upper_case_globals)]
 #[cfg_attr(not(feature = "export-modules"), no_mangle)]
 pub static mut ngx_http_upstream_generation_retry_module: ngx_module_t = ngx_module_t {
-    ctx: ptr::addr_of!(MODULE_CTX) as *mut c_void,
-    commands: ptr::addr_of_mut!(COMMANDS) as *mut ngx_command_t,
+    ctx: ptr::addr_of!(HTTP_CTX) as *mut c_void,
+    commands: ptr::addr_of_mut!(HTTP_COMMANDS) as *mut ngx_command_t,
     type_: NGX_HTTP_MODULE as ngx_uint_t,
+    ..ngx_module_t::default()
+};
+
+/// The stream module. It refers to no stream symbol of nginx (the stream
+/// upstream module is found by name at configuration time), so the shared
+/// object also loads into an nginx without `--with-stream`, where this
+/// module simply never runs.
+#[used]
+#[allow(non_upper_case_globals)]
+#[cfg_attr(not(feature = "export-modules"), no_mangle)]
+pub static mut ngx_stream_upstream_generation_retry_module: ngx_module_t = ngx_module_t {
+    ctx: ptr::addr_of!(STREAM_CTX) as *mut c_void,
+    commands: ptr::addr_of_mut!(STREAM_COMMANDS) as *mut ngx_command_t,
+    type_: NGX_STREAM_MODULE as ngx_uint_t,
     ..ngx_module_t::default()
 };

@@ -24,16 +24,15 @@ use core::ptr;
 use generation_retry_core::metrics::{Counter, NoLiveCause};
 use ngx::core::{Pool, Status};
 use ngx::ffi::{
-    ngx_event_free_peer_pt, ngx_event_get_peer_pt, ngx_event_save_peer_session_pt,
-    ngx_event_set_peer_session_pt, ngx_http_request_t, ngx_http_upstream_srv_conf_t, ngx_int_t,
+    ngx_event_free_peer_pt, ngx_event_get_peer_pt, ngx_event_notify_peer_pt,
+    ngx_event_save_peer_session_pt, ngx_event_set_peer_session_pt, ngx_int_t,
     ngx_peer_connection_t, ngx_uint_t, NGX_BUSY, NGX_DONE, NGX_LOG_ERR, NGX_LOG_WARN,
 };
-use ngx::http::{HttpModule, HttpModuleServerConf};
 use ngx::ngx_log_error;
 
 use crate::conf::SrvConf;
-use crate::ffi_ext::{generation, peer_counts, set_request_ctx, str_ptr_lossy, upstream_name};
-use crate::Module;
+use crate::ffi_ext::{generation, peer_counts, str_ptr_lossy, upstream_name};
+use crate::proto::Proto;
 
 /// The inner balancer's callbacks and state, as `peer.init` left them.
 #[derive(Clone, Copy)]
@@ -41,6 +40,9 @@ struct Inner {
     data: *mut c_void,
     get: ngx_event_get_peer_pt,
     free: ngx_event_free_peer_pt,
+    /// Stream round-robin's "connected" hook (clears the peer's fails);
+    /// http balancers leave it NULL.
+    notify: ngx_event_notify_peer_pt,
     set_session: ngx_event_set_peer_session_pt,
     save_session: ngx_event_save_peer_session_pt,
 }
@@ -51,20 +53,20 @@ impl Inner {
             data: pc.data,
             get: pc.get,
             free: pc.free,
+            notify: pc.notify,
             set_session: pc.set_session,
             save_session: pc.save_session,
         }
     }
 }
 
-/// Per-request state, in the request pool. `Copy` (plain pointers and
-/// counters, nothing to drop), so it is placed with a bare pool allocation,
+/// Per-request (per-session) state, in its pool. Plain pointers and
+/// counters, nothing to drop, so it is placed with a bare pool allocation,
 /// without a pool cleanup handler.
-#[derive(Clone, Copy)]
-pub(crate) struct PeerData {
+pub(crate) struct PeerData<P: Proto> {
     inner: Inner,
-    request: *mut ngx_http_request_t,
-    upstream: *mut ngx_http_upstream_srv_conf_t,
+    request: *mut P::Request,
+    upstream: *mut P::Upstream,
     /// The generation this request's balancer state was taken at.
     generation: usize,
     selections: u32,
@@ -72,52 +74,66 @@ pub(crate) struct PeerData {
     pub(crate) resnapshots: u32,
 }
 
-fn install(pc: &mut ngx_peer_connection_t, pd: *mut PeerData) {
+// Plain values and pointers whatever P is (a derive would require P: Copy).
+impl<P: Proto> Clone for PeerData<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P: Proto> Copy for PeerData<P> {}
+
+fn install<P: Proto>(pc: &mut ngx_peer_connection_t, pd: *mut PeerData<P>) {
     pc.data = pd.cast();
-    pc.get = Some(get_peer);
-    pc.free = Some(free_peer);
-    pc.set_session = Some(set_session);
-    pc.save_session = Some(save_session);
+    pc.get = Some(get_peer::<P>);
+    pc.free = Some(free_peer::<P>);
+    // NULL stays NULL: callers test it before calling.
+    // SAFETY: install is called with a live, initialised PeerData.
+    let inner_notify = unsafe { (*pd).inner.notify };
+    pc.notify = inner_notify.and(Some(notify_peer::<P>));
+    pc.set_session = Some(set_session::<P>);
+    pc.save_session = Some(save_session::<P>);
 }
 
 /// The upstream's `peer.init`, installed at postconfiguration.
-pub(crate) unsafe extern "C" fn init_peer(
-    r: *mut ngx_http_request_t,
-    us: *mut ngx_http_upstream_srv_conf_t,
+pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
+    r: *mut P::Request,
+    us: *mut P::Upstream,
 ) -> ngx_int_t {
     // SAFETY: nginx calls peer.init with the request and its upstream block;
     // the upstream block is not written by the inner init.
     let uscf = unsafe { &*us };
-    let Some(original) = Module::server_conf(uscf).and_then(|c| c.original_init) else {
+    let Some(original) = SrvConf::<P>::of(uscf).and_then(|c| c.original_init) else {
         return Status::NGX_ERROR.into();
     };
 
     // Read before the inner init: if it moves in between, the inner state is
     // newer than ours and a later busy is only re-checked once more.
-    let snapshot = generation(uscf);
+    let snapshot = generation::<P>(uscf);
     // SAFETY: the original peer.init with the arguments nginx gave us. No
     // reference into the request is alive across the call, which writes it.
     let rc = unsafe { original(r, us) };
     if rc != Status::NGX_OK.into() {
         return rc;
     }
-    // SAFETY: the request is live; the inner init has returned.
-    let req = unsafe { &mut *r };
-    // SAFETY: peer.init runs for a request with an upstream.
-    let Some(u) = (unsafe { req.upstream.as_mut() }) else {
+    // SAFETY: the request is live and has an upstream; the inner init has
+    // returned.
+    let Some((pc, pool)) = (unsafe { P::peer_connection(r) }) else {
         return Status::NGX_ERROR.into();
     };
 
-    // SAFETY: the request pool outlives every use of the peer data.
-    let pool = unsafe { Pool::from_ngx_pool(req.pool) };
-    let pd = pool.alloc_type::<PeerData>();
+    // SAFETY: the request's pool outlives every use of the peer data.
+    let pool = unsafe { Pool::from_ngx_pool(pool) };
+    let pd = pool.alloc_type::<PeerData<P>>();
     if pd.is_null() {
         return Status::NGX_ERROR.into();
     }
+    // SAFETY: pc is &r->upstream->peer of the live request, not otherwise
+    // referenced here.
+    let pc = unsafe { &mut *pc };
     // SAFETY: `pd` is a fresh, aligned allocation of a PeerData.
     unsafe {
         pd.write(PeerData {
-            inner: Inner::take(&u.peer),
+            inner: Inner::take(pc),
             request: r,
             upstream: us,
             generation: snapshot,
@@ -125,15 +141,19 @@ pub(crate) unsafe extern "C" fn init_peer(
             resnapshots: 0,
         })
     };
-    install(&mut u.peer, pd);
-    set_request_ctx(req, Module::module(), pd.cast());
+    install(pc, pd);
+    // SAFETY: the live request of this call.
+    unsafe { P::on_init(r, pd.cast()) };
     Status::NGX_OK.into()
 }
 
-unsafe extern "C" fn get_peer(pc: *mut ngx_peer_connection_t, data: *mut c_void) -> ngx_int_t {
+unsafe extern "C" fn get_peer<P: Proto>(
+    pc: *mut ngx_peer_connection_t,
+    data: *mut c_void,
+) -> ngx_int_t {
     // SAFETY: nginx calls get with the peer connection whose data we set;
     // the PeerData is ours, in the request pool.
-    let pd = unsafe { &mut *(data as *mut PeerData) };
+    let pd = unsafe { &mut *(data as *mut PeerData<P>) };
     let first = pd.selections == 0;
     pd.selections += 1;
 
@@ -148,7 +168,7 @@ unsafe extern "C" fn get_peer(pc: *mut ngx_peer_connection_t, data: *mut c_void)
     // SAFETY: set at init from the arguments of peer.init; the upstream
     // block lives as long as the cycle, longer than the request.
     let uscf = unsafe { &*pd.upstream };
-    match Module::server_conf(uscf) {
+    match SrvConf::<P>::of(uscf) {
         Some(conf) => busy(pc, pd, uscf, conf, first),
         None => rc,
     }
@@ -156,11 +176,11 @@ unsafe extern "C" fn get_peer(pc: *mut ngx_peer_connection_t, data: *mut c_void)
 
 /// The selection was refused. Decide whose refusal it is, count it, and with
 /// `on` rescue a generation-busy one.
-fn busy(
+fn busy<P: Proto>(
     pc: *mut ngx_peer_connection_t,
-    pd: &mut PeerData,
-    uscf: &ngx_http_upstream_srv_conf_t,
-    conf: &SrvConf,
+    pd: &mut PeerData<P>,
+    uscf: &P::Upstream,
+    conf: &SrvConf<P>,
     first: bool,
 ) -> ngx_int_t {
     let busy = NGX_BUSY as ngx_int_t;
@@ -175,16 +195,17 @@ fn busy(
             NGX_LOG_ERR,
             // SAFETY: pc is the live peer connection of the request.
             unsafe { (*pc).log },
-            "generation_retry: upstream \"{}\": cause={}{detail}",
-            upstream_name(uscf),
+            "generation_retry: {}upstream \"{}\": cause={}{detail}",
+            P::PREFIX,
+            upstream_name::<P>(uscf),
             cause.label()
         );
     };
 
-    let now = generation(uscf);
+    let now = generation::<P>(uscf);
     if now == pd.generation {
         // Not ours: down, failed, max_conns, or an empty list.
-        let (primary, backup) = peer_counts(uscf);
+        let (primary, backup) = peer_counts::<P>(uscf);
         no_live(pc, NoLiveCause::classify(false, primary, backup), "");
         return busy;
     }
@@ -229,9 +250,10 @@ fn busy(
             ngx_log_error!(
                 NGX_LOG_WARN,
                 unsafe { (*pc).log },
-                "generation_retry: upstream \"{}\" peer list changed (generation {from} -> {}), \
+                "generation_retry: {}upstream \"{}\" peer list changed (generation {from} -> {}), \
                  selected {} on a fresh snapshot",
-                upstream_name(uscf),
+                P::PREFIX,
+                upstream_name::<P>(uscf),
                 pd.generation,
                 str_ptr_lossy(unsafe { (*pc).name })
             );
@@ -240,10 +262,10 @@ fn busy(
         if rc != busy {
             return rc;
         }
-        if generation(uscf) == pd.generation {
+        if generation::<P>(uscf) == pd.generation {
             // The fresh list itself has nothing usable.
             count(Counter::Failed);
-            let (primary, backup) = peer_counts(uscf);
+            let (primary, backup) = peer_counts::<P>(uscf);
             let detail = format!(", after re-snapshot at generation {}", pd.generation);
             no_live(pc, NoLiveCause::classify(false, primary, backup), &detail);
             return busy;
@@ -264,15 +286,19 @@ fn busy(
 /// `pc` is a raw pointer on purpose: the inner init writes the same memory
 /// (`r->upstream->peer`) through the request, so no Rust reference to it may
 /// be alive across that call.
-fn resnapshot(pc: *mut ngx_peer_connection_t, pd: &mut PeerData, conf: &SrvConf) -> bool {
+fn resnapshot<P: Proto>(
+    pc: *mut ngx_peer_connection_t,
+    pd: &mut PeerData<P>,
+    conf: &SrvConf<P>,
+) -> bool {
     let Some(original) = conf.original_init else {
         return false;
     };
     let before = (pd.inner, pd.generation);
-    let pd_ptr: *mut PeerData = pd;
+    let pd_ptr: *mut PeerData<P> = pd;
 
     // SAFETY: as in get_peer.
-    pd.generation = generation(unsafe { &*pd.upstream });
+    pd.generation = generation::<P>(unsafe { &*pd.upstream });
     // SAFETY: pc is &r->upstream->peer of a live request. Round-robin
     // reuses a non-NULL peer.data as its own state: clear it.
     unsafe { (*pc).data = ptr::null_mut() };
@@ -292,22 +318,38 @@ fn resnapshot(pc: *mut ngx_peer_connection_t, pd: &mut PeerData, conf: &SrvConf)
     }
 }
 
-unsafe extern "C" fn free_peer(
+unsafe extern "C" fn free_peer<P: Proto>(
     pc: *mut ngx_peer_connection_t,
     data: *mut c_void,
     state: ngx_uint_t,
 ) {
     // SAFETY: nginx calls free with the data we installed.
-    let pd = unsafe { &*(data as *const PeerData) };
+    let pd = unsafe { &*(data as *const PeerData<P>) };
     if let Some(free) = pd.inner.free {
         // SAFETY: the inner free with its own data.
         unsafe { free(pc, pd.inner.data, state) };
     }
 }
 
-unsafe extern "C" fn set_session(pc: *mut ngx_peer_connection_t, data: *mut c_void) -> ngx_int_t {
+unsafe extern "C" fn notify_peer<P: Proto>(
+    pc: *mut ngx_peer_connection_t,
+    data: *mut c_void,
+    kind: ngx_uint_t,
+) {
     // SAFETY: as in free_peer.
-    let pd = unsafe { &*(data as *const PeerData) };
+    let pd = unsafe { &*(data as *const PeerData<P>) };
+    if let Some(notify) = pd.inner.notify {
+        // SAFETY: the inner callback with its own data.
+        unsafe { notify(pc, pd.inner.data, kind) };
+    }
+}
+
+unsafe extern "C" fn set_session<P: Proto>(
+    pc: *mut ngx_peer_connection_t,
+    data: *mut c_void,
+) -> ngx_int_t {
+    // SAFETY: as in free_peer.
+    let pd = unsafe { &*(data as *const PeerData<P>) };
     match pd.inner.set_session {
         // SAFETY: the inner callback with its own data.
         Some(f) => unsafe { f(pc, pd.inner.data) },
@@ -315,9 +357,9 @@ unsafe extern "C" fn set_session(pc: *mut ngx_peer_connection_t, data: *mut c_vo
     }
 }
 
-unsafe extern "C" fn save_session(pc: *mut ngx_peer_connection_t, data: *mut c_void) {
+unsafe extern "C" fn save_session<P: Proto>(pc: *mut ngx_peer_connection_t, data: *mut c_void) {
     // SAFETY: as in free_peer.
-    let pd = unsafe { &*(data as *const PeerData) };
+    let pd = unsafe { &*(data as *const PeerData<P>) };
     if let Some(f) = pd.inner.save_session {
         // SAFETY: the inner callback with its own data.
         unsafe { f(pc, pd.inner.data) };

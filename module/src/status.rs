@@ -13,12 +13,12 @@ use ngx::ffi::{
     ngx_http_output_filter, ngx_http_request_t, ngx_http_send_header, ngx_int_t, ngx_str_t,
     ngx_uint_t, NGX_HTTP_GET, NGX_HTTP_HEAD, NGX_HTTP_NOT_ALLOWED, NGX_HTTP_OK,
 };
-use ngx::http::{
-    HttpModuleLocationConf, HttpModuleMainConf, HttpModuleServerConf, NgxHttpCoreModule,
-};
+use ngx::http::{HttpModuleLocationConf, NgxHttpCoreModule};
 
-use crate::ffi_ext::{generation, peer_counts, str_bytes, upstream_name};
-use crate::Module;
+use crate::conf::{MainConf, SrvConf};
+use crate::ffi_ext::{conf_slot, generation, peer_counts, str_bytes, upstream_name};
+use crate::proto::{Http, Proto, Stream};
+use crate::shm::zone_ctx;
 
 /// The directive handler: makes the location's content handler ours.
 ///
@@ -42,32 +42,50 @@ pub(crate) unsafe extern "C" fn set_status(
     ngx::core::NGX_CONF_OK
 }
 
-/// Every wrapped upstream of the running cycle, with its counters and the
-/// live gauges.
+/// Every wrapped upstream of the running cycle, http then stream, with its
+/// counters and the live gauges.
 fn collect(r: &ngx_http_request_t) -> Vec<UpstreamStats> {
-    let Some(mcf) = Module::main_conf(r) else {
+    // SAFETY: the request's main_conf array has our slot, a MainConf<Http>.
+    let mcf = unsafe { (conf_slot(r.main_conf, Http::module()) as *const MainConf<Http>).as_ref() };
+    let Some(ctx) = mcf.and_then(|m| zone_ctx(m.shm_zone)) else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for &uscf in mcf.upstreams() {
+    // SAFETY: the zone's ZoneCtx holds this cycle's MainConf of each
+    // protocol, or NULL.
+    unsafe {
+        collect_from::<Http>(ctx.http.cast(), &mut out);
+        collect_from::<Stream>(ctx.stream.cast(), &mut out);
+    }
+    out
+}
+
+/// # Safety
+/// `mcf` is NULL or the running cycle's MainConf<P>.
+unsafe fn collect_from<P: Proto>(mcf: *const MainConf<P>, out: &mut Vec<UpstreamStats>) {
+    // SAFETY: per the contract.
+    let Some(mcf) = (unsafe { mcf.as_ref() }) else {
+        return;
+    };
+    for &us in mcf.upstreams() {
         // SAFETY: upstream blocks of the running cycle.
-        let uscf = unsafe { &*uscf };
-        let Some(conf) = Module::server_conf(uscf) else {
+        let us = unsafe { &*us };
+        let Some(conf) = SrvConf::<P>::of(us) else {
             continue;
         };
         let (Some(active), Some(slot)) = (conf.active, conf.slot()) else {
             continue;
         };
-        let (primary, backup) = peer_counts(uscf);
+        let (primary, backup) = peer_counts::<P>(us);
         out.push(UpstreamStats {
-            name: upstream_name(uscf),
+            name: upstream_name::<P>(us),
+            protocol: P::PROTOCOL,
             rescue: active.enabled,
             counters: slot.snapshot(),
-            generation: generation(uscf) as u64,
+            generation: generation::<P>(us) as u64,
             peers: (primary + backup) as u64,
         });
     }
-    out
 }
 
 unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {

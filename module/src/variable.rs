@@ -6,13 +6,12 @@ use ngx::ffi::{
     ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_value_t, ngx_int_t,
     ngx_pnalloc, ngx_str_t, ngx_uint_t, NGX_HTTP_VAR_NOCACHEABLE,
 };
-use ngx::http::HttpModule;
 
 use generation_retry_core::metrics::decimal;
 
 use crate::ffi_ext::request_ctx;
 use crate::peer::PeerData;
-use crate::Module;
+use crate::proto::{Http, Proto};
 
 const NAME: &str = "generation_retry_resnapshots";
 
@@ -41,7 +40,7 @@ unsafe extern "C" fn get(
 ) -> ngx_int_t {
     // SAFETY: nginx passes a live request and the value to fill.
     let (r, v) = unsafe { (&*r, &mut *v) };
-    let pd = request_ctx(r, Module::module()) as *const PeerData;
+    let pd = request_ctx(r, Http::module()) as *const PeerData<Http>;
     // SAFETY: our ctx slot is NULL or the PeerData set by init_peer for this
     // request, in its pool.
     let n = unsafe { pd.as_ref() }.map_or(0, |pd| pd.resnapshots);

@@ -13,3 +13,4 @@ pub mod memcheck;
 pub mod nginx;
 pub mod rng;
 pub mod scenario;
+pub mod stream;

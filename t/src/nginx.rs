@@ -103,6 +103,9 @@ pub struct Config {
     /// The inside of `http {}`. `${PORT}` is replaced by the listen port,
     /// other `${NAME}`s by [`Config::var`].
     pub http: String,
+    /// The inside of a `stream {}` block (none when empty), with the same
+    /// substitutions; its access log is `logs/stream.log`.
+    pub stream: String,
     vars: Vec<(String, String)>,
 }
 
@@ -115,8 +118,15 @@ impl Config {
             plain_log: false,
             daemon: false,
             http: http.into(),
+            stream: String::new(),
             vars: Vec::new(),
         }
+    }
+
+    /// Adds a `stream {}` block with this inside.
+    pub fn stream(mut self, stream: impl Into<String>) -> Config {
+        self.stream = stream.into();
+        self
     }
 
     pub fn var(mut self, name: &str, value: impl ToString) -> Config {
@@ -135,20 +145,37 @@ impl Config {
         self
     }
 
-    fn render(&self, prefix: &Path, port: u16) -> String {
+    /// `text` with `${PORT}` and the variables substituted.
+    fn substitute(&self, text: &str, port: u16) -> String {
         // Values may themselves name variables (an `${UPSTREAM_EXTRA}` that
         // mentions `${BPORT}`): substitute until nothing changes (bounded).
-        let mut http = self.http.clone();
+        let mut text = text.to_string();
         for _ in 0..4 {
-            let before = http.clone();
-            http = http.replace("${PORT}", &port.to_string());
+            let before = text.clone();
+            text = text.replace("${PORT}", &port.to_string());
             for (k, v) in &self.vars {
-                http = http.replace(&format!("${{{k}}}"), v);
+                text = text.replace(&format!("${{{k}}}"), v);
             }
-            if http == before {
+            if text == before {
                 break;
             }
         }
+        text
+    }
+
+    fn render(&self, prefix: &Path, port: u16) -> String {
+        let http = self.substitute(&self.http, port);
+        let p = prefix.display();
+        let stream = if self.stream.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "stream {{\n    log_format stream_log '$remote_port|$upstream_addr|$status|\
+                 $bytes_received|$bytes_sent|$upstream_connect_time';\n    \
+                 access_log {p}/logs/stream.log stream_log;\n{}\n}}\n",
+                self.substitute(&self.stream, port)
+            )
+        };
         let load = match &self.flavor.module {
             Some(m) => format!("load_module {};\n", m.display()),
             None => String::new(),
@@ -156,13 +183,12 @@ impl Config {
         // As root, workers would switch to `nobody` and could not enter a
         // 0700 prefix; nginx's own test suite runs them as root for this.
         let user = if is_root() { "user root;\n" } else { "" };
-        let p = prefix.display();
         format!(
             "{load}{user}daemon {daemon};\nmaster_process {master};\nworker_processes {workers};\n\
              error_log {p}/logs/error.log info;\npid {p}/logs/nginx.pid;\n\
              events {{ worker_connections 4096; }}\n\
              http {{\n    log_format {LOG_FORMAT_NAME} {format};\n    \
-             access_log {p}/logs/access.log {LOG_FORMAT_NAME};\n{http}\n}}\n",
+             access_log {p}/logs/access.log {LOG_FORMAT_NAME};\n{http}\n}}\n{stream}",
             workers = self.workers,
             master = if self.wrapper.is_empty() { "on" } else { "off" },
             daemon = if self.daemon { "on" } else { "off" },
@@ -383,6 +409,12 @@ impl Nginx {
 
     pub fn error_log(&self) -> String {
         fs::read_to_string(self.prefix.join("logs/error.log")).unwrap_or_default()
+    }
+
+    /// The stream access log's lines (`$remote_port|$upstream_addr|$status|
+    /// $bytes_received|$bytes_sent|$upstream_connect_time`).
+    pub fn stream_log(&self) -> String {
+        fs::read_to_string(self.prefix.join("logs/stream.log")).unwrap_or_default()
     }
 
     pub fn access_log(&self) -> Vec<Entry> {

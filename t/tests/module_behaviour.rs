@@ -43,12 +43,12 @@ async fn status_endpoint_formats_methods_and_access() {
             "{metric}"
         );
     }
-    assert!(r
-        .body
-        .contains("nginx_generation_retry_busy_total{upstream=\"be\",phase=\"retry\"} 0\n"));
+    assert!(r.body.contains(
+        "nginx_generation_retry_busy_total{upstream=\"be\",protocol=\"http\",phase=\"retry\"} 0\n"
+    ));
     assert!(
         r.body
-            .contains("nginx_generation_retry_peers{upstream=\"be\"} 1\n"),
+            .contains("nginx_generation_retry_peers{upstream=\"be\",protocol=\"http\"} 1\n"),
         "{}",
         r.body
     );

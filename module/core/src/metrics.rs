@@ -72,10 +72,29 @@ impl NoLiveCause {
     }
 }
 
+/// Which nginx module the upstream belongs to: an http `upstream {}` or a
+/// stream `upstream {}`. The two may share a name, so every series carries
+/// it as the `protocol` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http,
+    Stream,
+}
+
+impl Protocol {
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Stream => "stream",
+        }
+    }
+}
+
 /// What the status endpoint shows for one upstream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpstreamStats {
     pub name: String,
+    pub protocol: Protocol,
     /// `true` for `on`, `false` for `off` (observe only).
     pub rescue: bool,
     pub counters: Counters,
@@ -171,7 +190,7 @@ pub fn escape_label(value: &str) -> String {
 }
 
 /// Prometheus text format: one HELP and TYPE per metric, a series per
-/// upstream, a trailing newline.
+/// upstream (labelled `upstream` and `protocol`), a trailing newline.
 pub fn render_prometheus(stats: &[UpstreamStats]) -> String {
     let mut out = String::new();
     for f in FAMILIES {
@@ -179,6 +198,7 @@ pub fn render_prometheus(stats: &[UpstreamStats]) -> String {
         let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
         for s in stats {
             let upstream = escape_label(&s.name);
+            let protocol = s.protocol.label();
             for &(label, value, counter) in f.series {
                 let v = match (counter, f.name) {
                     (Some(c), _) => s.get(c),
@@ -186,11 +206,15 @@ pub fn render_prometheus(stats: &[UpstreamStats]) -> String {
                     (None, _) => s.peers,
                 };
                 if label.is_empty() {
-                    let _ = writeln!(out, "{}{{upstream=\"{upstream}\"}} {v}", f.name);
+                    let _ = writeln!(
+                        out,
+                        "{}{{upstream=\"{upstream}\",protocol=\"{protocol}\"}} {v}",
+                        f.name
+                    );
                 } else {
                     let _ = writeln!(
                         out,
-                        "{}{{upstream=\"{upstream}\",{label}=\"{value}\"}} {v}",
+                        "{}{{upstream=\"{upstream}\",protocol=\"{protocol}\",{label}=\"{value}\"}} {v}",
                         f.name
                     );
                 }
@@ -230,12 +254,13 @@ pub fn render_json(stats: &[UpstreamStats]) -> String {
         let c = |k: Counter| s.get(k);
         let _ = write!(
             out,
-            "{{\"upstream\":\"{}\",\"mode\":\"{}\",\
+            "{{\"upstream\":\"{}\",\"protocol\":\"{}\",\"mode\":\"{}\",\
              \"busy\":{{\"first\":{},\"retry\":{}}},\
              \"resnapshots\":{},\"rescued\":{},\"failed\":{},\
              \"no_live\":{{\"generation\":{},\"unavailable\":{},\"empty\":{}}},\
              \"generation\":{},\"peers\":{}}}",
             escape_json(&s.name),
+            s.protocol.label(),
             if s.rescue { "on" } else { "off" },
             c(Counter::BusyFirst),
             c(Counter::BusyRetry),
@@ -264,6 +289,7 @@ mod tests {
         }
         UpstreamStats {
             name: name.into(),
+            protocol: Protocol::Http,
             rescue: true,
             counters,
             generation: 6,
@@ -273,7 +299,11 @@ mod tests {
 
     #[test]
     fn prometheus_has_one_help_and_type_per_metric_and_all_series() {
-        let text = render_prometheus(&[stats("be"), stats("other")]);
+        let other = UpstreamStats {
+            protocol: Protocol::Stream,
+            ..stats("other")
+        };
+        let text = render_prometheus(&[stats("be"), other]);
         assert!(text.ends_with('\n'));
         for f in FAMILIES {
             assert_eq!(text.matches(&format!("# HELP {} ", f.name)).count(), 1);
@@ -281,24 +311,33 @@ mod tests {
             assert!(f.kind != "counter" || f.name.ends_with("_total"));
         }
         assert!(
-            text.contains("nginx_generation_retry_busy_total{upstream=\"be\",phase=\"first\"} 1\n")
+            text.contains("nginx_generation_retry_busy_total{upstream=\"be\",protocol=\"http\",phase=\"first\"} 1\n")
         );
         assert!(
-            text.contains("nginx_generation_retry_busy_total{upstream=\"be\",phase=\"retry\"} 2\n")
+            text.contains("nginx_generation_retry_busy_total{upstream=\"be\",protocol=\"http\",phase=\"retry\"} 2\n")
         );
-        assert!(text.contains("nginx_generation_retry_resnapshots_total{upstream=\"be\"} 3\n"));
-        assert!(text.contains("nginx_generation_retry_rescued_total{upstream=\"be\"} 4\n"));
-        assert!(text.contains("nginx_generation_retry_failed_total{upstream=\"be\"} 5\n"));
         assert!(text.contains(
-            "nginx_generation_retry_no_live_total{upstream=\"be\",cause=\"generation\"} 6\n"
+            "nginx_generation_retry_resnapshots_total{upstream=\"be\",protocol=\"http\"} 3\n"
         ));
         assert!(text.contains(
-            "nginx_generation_retry_no_live_total{upstream=\"be\",cause=\"unavailable\"} 7\n"
+            "nginx_generation_retry_rescued_total{upstream=\"be\",protocol=\"http\"} 4\n"
+        ));
+        assert!(text.contains(
+            "nginx_generation_retry_failed_total{upstream=\"be\",protocol=\"http\"} 5\n"
+        ));
+        assert!(text.contains(
+            "nginx_generation_retry_no_live_total{upstream=\"be\",protocol=\"http\",cause=\"generation\"} 6\n"
+        ));
+        assert!(text.contains(
+            "nginx_generation_retry_no_live_total{upstream=\"be\",protocol=\"http\",cause=\"unavailable\"} 7\n"
         ));
         assert!(text
-            .contains("nginx_generation_retry_no_live_total{upstream=\"be\",cause=\"empty\"} 8\n"));
-        assert!(text.contains("nginx_generation_retry_generation{upstream=\"other\"} 6\n"));
-        assert!(text.contains("nginx_generation_retry_peers{upstream=\"other\"} 1\n"));
+            .contains("nginx_generation_retry_no_live_total{upstream=\"be\",protocol=\"http\",cause=\"empty\"} 8\n"));
+        assert!(text.contains(
+            "nginx_generation_retry_generation{upstream=\"other\",protocol=\"stream\"} 6\n"
+        ));
+        assert!(text
+            .contains("nginx_generation_retry_peers{upstream=\"other\",protocol=\"stream\"} 1\n"));
         // Every sample line is `name{labels} value`.
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (series, value) = line.rsplit_once(' ').unwrap();
@@ -311,7 +350,7 @@ mod tests {
     fn label_values_are_escaped() {
         assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
         let text = render_prometheus(&[stats("we\"ird")]);
-        assert!(text.contains("{upstream=\"we\\\"ird\"}"));
+        assert!(text.contains("{upstream=\"we\\\"ird\",protocol=\"http\"}"));
     }
 
     #[test]
@@ -326,7 +365,7 @@ mod tests {
         let json = render_json(&[stats("be")]);
         assert_eq!(
             json,
-            "{\"upstreams\":[{\"upstream\":\"be\",\"mode\":\"on\",\"busy\":{\"first\":1,\"retry\":2},\
+            "{\"upstreams\":[{\"upstream\":\"be\",\"protocol\":\"http\",\"mode\":\"on\",\"busy\":{\"first\":1,\"retry\":2},\
              \"resnapshots\":3,\"rescued\":4,\"failed\":5,\
              \"no_live\":{\"generation\":6,\"unavailable\":7,\"empty\":8},\
              \"generation\":6,\"peers\":1}]}\n"

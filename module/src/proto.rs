@@ -1,0 +1,241 @@
+//! The two kinds of upstream the module wraps, http and stream, behind one
+//! trait. nginx keeps parallel types for them (`ngx_http_upstream_*` and
+//! `ngx_stream_upstream_*`) with the same fields where the module looks, so
+//! the peer wrapper, the directive and the counters are written once,
+//! generically, and each protocol only says where its fields are.
+
+use core::ffi::{c_char, c_void, CStr};
+
+use generation_retry_core::metrics::Protocol;
+use ngx::ffi::{
+    ngx_array_t, ngx_atomic_t, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_request_t,
+    ngx_http_upstream_main_conf_t, ngx_http_upstream_rr_peers_t, ngx_http_upstream_srv_conf_t,
+    ngx_int_t, ngx_module_t, ngx_peer_connection_t, ngx_pool_t, ngx_shm_zone_t, ngx_str_t,
+    ngx_stream_conf_ctx_t, ngx_stream_session_t, ngx_stream_upstream_main_conf_t,
+    ngx_stream_upstream_rr_peers_t, ngx_stream_upstream_srv_conf_t, ngx_uint_t,
+};
+
+use crate::ffi_ext::set_request_ctx;
+use crate::shm::ZoneCtx;
+
+/// `peer.init` of an upstream block of protocol `P`.
+pub(crate) type InitPeer<P> = Option<
+    unsafe extern "C" fn(*mut <P as Proto>::Request, *mut <P as Proto>::Upstream) -> ngx_int_t,
+>;
+
+/// A round-robin peer list: `ngx_{http,stream}_upstream_rr_peers_t`.
+pub(crate) trait RrPeers {
+    /// The zone's change counter (NULL without a zone).
+    fn config(&self) -> *mut ngx_uint_t;
+    fn number(&self) -> usize;
+    /// The backup list, or NULL.
+    fn next(&self) -> *const Self;
+    fn rwlock(&self) -> *mut ngx_atomic_t;
+    /// Whether the list lives in a shared zone (and so is locked).
+    fn shared(&self) -> bool;
+}
+
+macro_rules! rr_peers {
+    ($t:ty) => {
+        impl RrPeers for $t {
+            fn config(&self) -> *mut ngx_uint_t {
+                self.config
+            }
+            fn number(&self) -> usize {
+                self.number
+            }
+            fn next(&self) -> *const Self {
+                self.next
+            }
+            fn rwlock(&self) -> *mut ngx_atomic_t {
+                core::ptr::addr_of!(self.rwlock).cast_mut()
+            }
+            fn shared(&self) -> bool {
+                !self.shpool.is_null()
+            }
+        }
+    };
+}
+
+rr_peers!(ngx_http_upstream_rr_peers_t);
+rr_peers!(ngx_stream_upstream_rr_peers_t);
+
+/// Where a protocol keeps what the module needs.
+pub(crate) trait Proto: Sized + 'static {
+    const PROTOCOL: Protocol;
+    /// Before "upstream" in log lines: "" for http, "stream " for stream.
+    const PREFIX: &'static str;
+    /// The nginx module whose main conf lists the upstream blocks.
+    const UPSTREAM_MODULE: &'static CStr;
+
+    /// `ngx_http_request_t` or `ngx_stream_session_t`.
+    type Request;
+    /// The upstream block: `ngx_{http,stream}_upstream_srv_conf_t`.
+    type Upstream;
+    /// The upstream module's main conf, with the list of blocks.
+    type UpstreamMain;
+    type Peers: RrPeers;
+
+    /// This module's `ngx_module_t` for the protocol.
+    fn module() -> &'static ngx_module_t;
+
+    /// Where the counters zone keeps this protocol's `MainConf`.
+    fn zone_ctx_slot(ctx: &mut ZoneCtx) -> &mut *mut c_void;
+
+    /// `main_conf` and `srv_conf` of `cf->ctx`.
+    ///
+    /// # Safety
+    /// `cf->ctx` is a context of this protocol (its block's, a server's or
+    /// an upstream's).
+    unsafe fn conf_ctx(cf: &ngx_conf_t) -> (*mut *mut c_void, *mut *mut c_void);
+
+    fn upstreams(main: &Self::UpstreamMain) -> &ngx_array_t;
+    fn host(us: &Self::Upstream) -> &ngx_str_t;
+    fn shm_zone(us: &Self::Upstream) -> *mut ngx_shm_zone_t;
+    /// The block's per-module `srv_conf` array (NULL for implicit upstreams).
+    fn srv_conf(us: &Self::Upstream) -> *mut *mut c_void;
+    /// `us->peer.data`: the round-robin list once `init_upstream` ran.
+    fn peers(us: &Self::Upstream) -> *const Self::Peers;
+    fn peer_init(us: &mut Self::Upstream) -> &mut InitPeer<Self>;
+    fn file_line(us: &Self::Upstream) -> (*const c_char, ngx_uint_t);
+
+    /// The request's `&upstream->peer` and the pool for per-request state.
+    ///
+    /// # Safety
+    /// `req` is a live request or session with an upstream being set up.
+    unsafe fn peer_connection(
+        req: *mut Self::Request,
+    ) -> Option<(*mut ngx_peer_connection_t, *mut ngx_pool_t)>;
+
+    /// Called once the per-request state exists (http keeps it in the
+    /// request's module context for `$generation_retry_resnapshots`).
+    ///
+    /// # Safety
+    /// As for [`Proto::peer_connection`].
+    unsafe fn on_init(_req: *mut Self::Request, _state: *mut c_void) {}
+}
+
+pub(crate) struct Http;
+pub(crate) struct Stream;
+
+impl Proto for Http {
+    const PROTOCOL: Protocol = Protocol::Http;
+    const PREFIX: &'static str = "";
+    const UPSTREAM_MODULE: &'static CStr = c"ngx_http_upstream_module";
+    type Request = ngx_http_request_t;
+    type Upstream = ngx_http_upstream_srv_conf_t;
+    type UpstreamMain = ngx_http_upstream_main_conf_t;
+    type Peers = ngx_http_upstream_rr_peers_t;
+
+    fn module() -> &'static ngx_module_t {
+        // SAFETY: nginx writes the module's index fields while loading it,
+        // before any configuration callback; afterwards they are only read.
+        unsafe { &*core::ptr::addr_of!(crate::ngx_http_upstream_generation_retry_module) }
+    }
+
+    fn zone_ctx_slot(ctx: &mut ZoneCtx) -> &mut *mut c_void {
+        &mut ctx.http
+    }
+
+    unsafe fn conf_ctx(cf: &ngx_conf_t) -> (*mut *mut c_void, *mut *mut c_void) {
+        // SAFETY: per the contract, cf->ctx is the http block's context.
+        let ctx = unsafe { &*(cf.ctx as *const ngx_http_conf_ctx_t) };
+        (ctx.main_conf, ctx.srv_conf)
+    }
+
+    fn upstreams(main: &Self::UpstreamMain) -> &ngx_array_t {
+        &main.upstreams
+    }
+    fn host(us: &Self::Upstream) -> &ngx_str_t {
+        &us.host
+    }
+    fn shm_zone(us: &Self::Upstream) -> *mut ngx_shm_zone_t {
+        us.shm_zone
+    }
+    fn srv_conf(us: &Self::Upstream) -> *mut *mut c_void {
+        us.srv_conf
+    }
+    fn peers(us: &Self::Upstream) -> *const Self::Peers {
+        us.peer.data.cast()
+    }
+    fn peer_init(us: &mut Self::Upstream) -> &mut InitPeer<Self> {
+        &mut us.peer.init
+    }
+    fn file_line(us: &Self::Upstream) -> (*const c_char, ngx_uint_t) {
+        (us.file_name.cast_const().cast(), us.line)
+    }
+
+    unsafe fn peer_connection(
+        r: *mut ngx_http_request_t,
+    ) -> Option<(*mut ngx_peer_connection_t, *mut ngx_pool_t)> {
+        // SAFETY: per the contract; r->upstream is set before peer.init.
+        unsafe {
+            let u = (*r).upstream.as_mut()?;
+            Some((&mut u.peer, (*r).pool))
+        }
+    }
+
+    unsafe fn on_init(r: *mut ngx_http_request_t, state: *mut c_void) {
+        // SAFETY: per the contract, a live request.
+        set_request_ctx(unsafe { &mut *r }, Self::module(), state);
+    }
+}
+
+impl Proto for Stream {
+    const PROTOCOL: Protocol = Protocol::Stream;
+    const PREFIX: &'static str = "stream ";
+    const UPSTREAM_MODULE: &'static CStr = c"ngx_stream_upstream_module";
+    type Request = ngx_stream_session_t;
+    type Upstream = ngx_stream_upstream_srv_conf_t;
+    type UpstreamMain = ngx_stream_upstream_main_conf_t;
+    type Peers = ngx_stream_upstream_rr_peers_t;
+
+    fn module() -> &'static ngx_module_t {
+        // SAFETY: as for Http::module.
+        unsafe { &*core::ptr::addr_of!(crate::ngx_stream_upstream_generation_retry_module) }
+    }
+
+    fn zone_ctx_slot(ctx: &mut ZoneCtx) -> &mut *mut c_void {
+        &mut ctx.stream
+    }
+
+    unsafe fn conf_ctx(cf: &ngx_conf_t) -> (*mut *mut c_void, *mut *mut c_void) {
+        // SAFETY: per the contract, cf->ctx is the stream block's context.
+        let ctx = unsafe { &*(cf.ctx as *const ngx_stream_conf_ctx_t) };
+        (ctx.main_conf, ctx.srv_conf)
+    }
+
+    fn upstreams(main: &Self::UpstreamMain) -> &ngx_array_t {
+        &main.upstreams
+    }
+    fn host(us: &Self::Upstream) -> &ngx_str_t {
+        &us.host
+    }
+    fn shm_zone(us: &Self::Upstream) -> *mut ngx_shm_zone_t {
+        us.shm_zone
+    }
+    fn srv_conf(us: &Self::Upstream) -> *mut *mut c_void {
+        us.srv_conf
+    }
+    fn peers(us: &Self::Upstream) -> *const Self::Peers {
+        us.peer.data.cast()
+    }
+    fn peer_init(us: &mut Self::Upstream) -> &mut InitPeer<Self> {
+        &mut us.peer.init
+    }
+    fn file_line(us: &Self::Upstream) -> (*const c_char, ngx_uint_t) {
+        (us.file_name.cast_const().cast(), us.line)
+    }
+
+    unsafe fn peer_connection(
+        s: *mut ngx_stream_session_t,
+    ) -> Option<(*mut ngx_peer_connection_t, *mut ngx_pool_t)> {
+        // SAFETY: per the contract; the proxy module sets s->upstream (and
+        // the session's connection is live) before calling peer.init.
+        unsafe {
+            let u = (*s).upstream.as_mut()?;
+            let c = (*s).connection.as_ref()?;
+            Some((&mut u.peer, c.pool))
+        }
+    }
+}

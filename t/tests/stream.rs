@@ -1,0 +1,169 @@
+//! Stream (TCP) upstreams: the race of `generation_retry::stream`, on stock
+//! nginx, with the module (`on`, `off`) and with the patched nginx.
+
+use generation_retry_t::nginx::Flavor;
+use generation_retry_t::stream::{StreamLab, StreamRace, StreamSpec, HOLE};
+
+/// `$upstream_addr` of a race that failed over: the black hole, then `rest`.
+fn addr_after_hole(lab: &StreamLab, rest: &str) -> String {
+    format!("{HOLE}:{}, {rest}", lab.hole.port())
+}
+
+fn assert_rescued(lab: &StreamLab, race: &StreamRace) {
+    assert!(
+        race.delivered(),
+        "{}: the session did not reach {} with its bytes intact: {:?} ({} bytes back)\n{:?}",
+        race.upstream,
+        race.new,
+        race.reply.error,
+        race.reply.bytes.len(),
+        race.errors
+    );
+    assert_eq!(race.entry.status, 200, "{race:?}");
+    assert_eq!(
+        race.entry.upstream_addr,
+        addr_after_hole(lab, &format!("{}:{}", race.new, lab.backend.port())),
+        "{race:?}"
+    );
+    assert_eq!(race.entry.bytes_received, race.payload.len() as u64);
+    assert!(
+        !race.errors.iter().any(|l| l.contains("no live upstreams")),
+        "{:?}",
+        race.errors
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stock_nginx_fails_the_stream_race_with_no_live_upstreams() {
+    let mut lab = StreamLab::start(StreamSpec::new(Flavor::stock(), 2)).await;
+    for _ in 0..2 {
+        let race = lab.race().await;
+        assert!(
+            race.reply.bytes.is_empty(),
+            "{}: stock nginx answered: {:?}",
+            race.upstream,
+            race.reply
+        );
+        assert_eq!(race.entry.status, 502, "{race:?}");
+        // The retry was refused: the upstream's name stands where a peer
+        // address would be.
+        assert_eq!(
+            race.entry.upstream_addr,
+            addr_after_hole(&lab, &race.upstream),
+            "{race:?}"
+        );
+        assert!(
+            race.errors
+                .iter()
+                .any(|l| l.contains("[error]") && l.contains("no live upstreams")),
+            "{:?}",
+            race.errors
+        );
+        assert!(
+            race.errors.iter().any(|l| l.contains("Connection refused")),
+            "the first attempt did not fail at the black hole: {:?}",
+            race.errors
+        );
+    }
+    lab.finish();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_on_rescues_the_stream_race_and_counts_it() {
+    // `on` at stream level applies to every upstream with a zone; an http
+    // upstream of the same name is counted apart.
+    let mut spec = StreamSpec::new(Flavor::with_module(), 3);
+    spec.top = "generation_retry_resnapshot on;".into();
+    spec.http_extra = "generation_retry_resnapshot on;\n    \
+                       upstream be0 { zone http_be0 64k; server 127.0.0.3:1; }"
+        .into();
+    let mut lab = StreamLab::start(spec).await;
+    for _ in 0..3 {
+        let race = lab.race().await;
+        assert_rescued(&lab, &race);
+        assert!(
+            race.errors.iter().any(|l| l.contains("[warn]")
+                && l.contains(&format!(
+                    "generation_retry: stream upstream \"{}\" peer list changed",
+                    race.upstream
+                ))),
+            "{:?}",
+            race.errors
+        );
+        let s = lab.status("stream", &race.upstream).await;
+        assert_eq!(s["mode"], "on", "{s}");
+        assert_eq!(s["busy"]["retry"], 1, "{s}");
+        assert_eq!(s["busy"]["first"], 0, "{s}");
+        assert_eq!(s["resnapshots"], 1, "{s}");
+        assert_eq!(s["rescued"], 1, "{s}");
+        assert_eq!(s["failed"], 0, "{s}");
+        assert_eq!(s["no_live"]["generation"], 0, "{s}");
+        assert_eq!(s["peers"], 2, "{s}");
+    }
+    let http = lab.status("http", "be0").await;
+    assert_eq!(http["busy"]["retry"], 0, "{http}");
+    assert_eq!(http["rescued"], 0, "{http}");
+
+    let text = lab.http.get("/status").await;
+    assert!(
+        text.body.contains(
+            "nginx_generation_retry_rescued_total{upstream=\"be2\",protocol=\"stream\"} 1\n"
+        ),
+        "{}",
+        text.body
+    );
+    assert!(
+        text.body.contains(
+            "nginx_generation_retry_rescued_total{upstream=\"be0\",protocol=\"http\"} 0\n"
+        ),
+        "{}",
+        text.body
+    );
+    lab.finish();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_off_fails_like_stock_and_counts_the_cause() {
+    let mut spec = StreamSpec::new(Flavor::with_module(), 1);
+    spec.extra = "generation_retry_resnapshot off;".into();
+    let mut lab = StreamLab::start(spec).await;
+    let race = lab.race().await;
+    assert!(race.reply.bytes.is_empty(), "{:?}", race.reply);
+    assert_eq!(race.entry.status, 502, "{race:?}");
+    assert!(
+        race.errors
+            .iter()
+            .any(|l| l.contains("generation_retry: stream upstream \"be0\": cause=generation")),
+        "{:?}",
+        race.errors
+    );
+    let s = lab.status("stream", "be0").await;
+    assert_eq!(s["mode"], "off", "{s}");
+    assert_eq!(s["busy"]["retry"], 1, "{s}");
+    assert_eq!(s["failed"], 1, "{s}");
+    assert_eq!(s["no_live"]["generation"], 1, "{s}");
+    assert_eq!(s["rescued"], 0, "{s}");
+    lab.finish();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_on_rescues_the_stream_race_with_least_conn() {
+    let mut spec = StreamSpec::new(Flavor::with_module(), 1);
+    spec.pre = "least_conn;".into();
+    spec.extra = "generation_retry_resnapshot on;".into();
+    let mut lab = StreamLab::start(spec).await;
+    let race = lab.race().await;
+    assert_rescued(&lab, &race);
+    assert_eq!(lab.status("stream", "be0").await["rescued"], 1);
+    lab.finish();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patched_nginx_rescues_the_stream_race_without_the_module() {
+    let mut lab = StreamLab::start(StreamSpec::new(Flavor::patched(), 2)).await;
+    for _ in 0..2 {
+        let race = lab.race().await;
+        assert_rescued(&lab, &race);
+    }
+    lab.finish();
+}
