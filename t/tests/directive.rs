@@ -8,13 +8,34 @@ fn conf(http: &str) -> Config {
 
 const SERVER: &str = "server { listen 127.0.0.1:${PORT}; location / { proxy_pass http://be; } }";
 
-/// Each snippet fails `nginx -t` with an `[emerg]` naming `directive`,
-/// containing `expect`, with the file:line.
+/// A configuration whose `stream {}` block starts with `snippet`, then an
+/// upstream with a zone and a server proxying to it.
+fn stream_conf(flavor: Flavor, snippet: &str) -> Config {
+    Config::new(flavor, "").stream(format!(
+        "{snippet}\nupstream sbe {{ zone sbe 64k; server 127.0.0.2:1; }}\n\
+         server {{ listen 127.0.0.1:${{PORT}}; proxy_pass sbe; }}"
+    ))
+}
+
+/// Each snippet at http level fails `nginx -t` with an `[emerg]` naming
+/// `directive`, containing `expect`, with the file:line.
 fn assert_rejected(directive: &str, cases: &[(&str, &str)]) {
+    assert_rejected_in(
+        |snippet| {
+            conf(&format!(
+                "{snippet}\nupstream be {{ zone be 64k; server 127.0.0.2:1; }}\n{SERVER}"
+            ))
+        },
+        directive,
+        cases,
+    );
+}
+
+/// As [`assert_rejected`], with the configuration `build` makes of each
+/// snippet.
+fn assert_rejected_in(build: impl Fn(&str) -> Config, directive: &str, cases: &[(&str, &str)]) {
     for (snippet, expect) in cases {
-        let t = test_config(&conf(&format!(
-            "{snippet}\nupstream be {{ zone be 64k; server 127.0.0.2:1; }}\n{SERVER}"
-        )));
+        let t = test_config(&build(snippet));
         assert!(!t.ok, "{snippet}: accepted\n{}", t.stderr);
         assert!(t.stderr.contains("[emerg]"), "{snippet}: {}", t.stderr);
         assert!(
@@ -156,4 +177,90 @@ fn status_directive_misuse_is_rejected() {
         ),
     ];
     assert_rejected("generation_retry_status", cases);
+}
+
+#[test]
+fn stream_directive_passes_nginx_t_at_stream_and_upstream_level() {
+    let t = test_config(&stream_conf(
+        Flavor::with_module(),
+        "generation_retry_resnapshot on max=3;\n\
+         upstream other { zone other 64k; server 127.0.0.2:2; generation_retry_resnapshot off; }",
+    ));
+    assert!(t.ok, "{}", t.stderr);
+    assert!(!t.stderr.contains("[warn]"), "{}", t.stderr);
+}
+
+#[test]
+fn stock_nginx_does_not_know_the_stream_directive() {
+    let t = test_config(&stream_conf(
+        Flavor::stock(),
+        "generation_retry_resnapshot on;",
+    ));
+    assert!(!t.ok);
+    assert!(
+        t.stderr
+            .contains("unknown directive \"generation_retry_resnapshot\""),
+        "{}",
+        t.stderr
+    );
+}
+
+#[test]
+fn stream_upstream_without_zone_warns_naming_it() {
+    let t = test_config(&stream_conf(
+        Flavor::with_module(),
+        "upstream nozone { server 127.0.0.2:1; generation_retry_resnapshot on; }",
+    ));
+    assert!(t.ok, "{}", t.stderr);
+    assert!(
+        t.stderr.contains("[warn]")
+            && t.stderr.contains("\"generation_retry_resnapshot\"")
+            && t.stderr
+                .contains("stream upstream \"nozone\" without \"zone\""),
+        "{}",
+        t.stderr
+    );
+}
+
+#[test]
+fn stream_misuse_is_rejected_naming_the_directive_and_line() {
+    let cases: &[(&str, &str)] = &[
+        ("generation_retry_resnapshot yes;", "invalid value \"yes\""),
+        (
+            "generation_retry_resnapshot;",
+            "invalid number of arguments",
+        ),
+        (
+            "generation_retry_resnapshot on max=0;",
+            "invalid value \"max=0\"",
+        ),
+        (
+            "generation_retry_resnapshot on limit=2;",
+            "invalid parameter \"limit=2\"",
+        ),
+        (
+            "generation_retry_resnapshot on;\ngeneration_retry_resnapshot off;",
+            "is duplicate",
+        ),
+        (
+            "upstream u { zone u 64k; server 127.0.0.2:1; \
+             generation_retry_resnapshot on; generation_retry_resnapshot on; }",
+            "is duplicate",
+        ),
+        (
+            "server { listen 127.0.0.1:1; proxy_pass sbe; generation_retry_resnapshot on; }",
+            "is not allowed here",
+        ),
+    ];
+    assert_rejected_in(
+        |snippet| stream_conf(Flavor::with_module(), snippet),
+        "generation_retry_resnapshot",
+        cases,
+    );
+    // The status endpoint is http's: in stream it is misplaced.
+    assert_rejected_in(
+        |snippet| stream_conf(Flavor::with_module(), snippet),
+        "generation_retry_status",
+        &[("generation_retry_status;", "is not allowed here")],
+    );
 }

@@ -167,3 +167,24 @@ async fn patched_nginx_rescues_the_stream_race_without_the_module() {
     }
     lab.finish();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_in_patched_nginx_counts_nothing_for_stream() {
+    // The core re-snapshots first, so the module never sees a stale state.
+    let mut spec = StreamSpec::new(Flavor::patched_with_module(), 1);
+    spec.top = "generation_retry_resnapshot on;".into();
+    let mut lab = StreamLab::start(spec).await;
+    let race = lab.race().await;
+    assert_rescued(&lab, &race);
+    let s = lab.status("stream", "be0").await;
+    assert_eq!(s["busy"]["retry"], 0, "{s}");
+    assert_eq!(s["rescued"], 0, "{s}");
+    assert!(
+        race.errors
+            .iter()
+            .any(|l| l.contains("upstream \"be0\" peers changed, selecting again")),
+        "{:?}",
+        race.errors
+    );
+    lab.finish();
+}
