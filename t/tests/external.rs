@@ -2,16 +2,17 @@
 //! `cargo xtask external` (and `cargo xtask nginx-test`):
 //!
 //! - `NGINX_BUILD_DIR=<objs> cargo build ...` against an nginx configured
-//!   on its own (`--with-debug`, another prefix): it loads into that nginx
-//!   and rescues the race;
-//! - `./configure --add-dynamic-module=<this repository>`: nginx's `make`
-//!   builds it, and it rescues the race in that nginx;
-//! - an nginx without `--with-compat` refuses a module built elsewhere with
-//!   its signature message.
+//!   on its own (`--with-debug`, another prefix, no `--with-compat`): it
+//!   loads into that nginx and rescues the race;
+//! - `./configure --with-compat --add-dynamic-module=<this repository>`:
+//!   nginx's `make` builds it, and it rescues the race in that nginx;
+//! - a module built against another tree is refused with nginx's signature
+//!   message (so the first module loading proves it was built against its
+//!   nginx's objs).
 //!
 //! A missing artefact fails the test: nothing here is skipped.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use generation_retry_t::errorlog;
@@ -41,7 +42,7 @@ fn flavor(dir: &str, name: &'static str) -> Flavor {
 }
 
 /// `nginx -V`: the configure line the binary was built with.
-fn configure_line(binary: &PathBuf) -> String {
+fn configure_line(binary: &Path) -> String {
     let out = Command::new(binary).arg("-V").output().expect("nginx -V");
     assert!(
         out.status.success(),
@@ -83,7 +84,8 @@ async fn rescues_the_race(flavor: Flavor) {
     lab.finish();
 }
 
-/// Built with `NGINX_BUILD_DIR` against a debug nginx with another prefix.
+/// Built with `NGINX_BUILD_DIR` against a debug nginx with another prefix
+/// and without `--with-compat`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nginx_build_dir_module_rescues_the_race_in_its_debug_nginx() {
     let flavor = flavor("", "external");
@@ -91,7 +93,9 @@ async fn nginx_build_dir_module_rescues_the_race_in_its_debug_nginx() {
     for flag in ["--with-debug", "--prefix=/opt/someone-else/nginx"] {
         assert!(v.contains(flag), "not the external build: {v}");
     }
-    assert!(!v.contains("--with-threads"), "not the external build: {v}");
+    for flag in ["--with-compat", "--with-threads"] {
+        assert!(!v.contains(flag), "not the external build: {v}");
+    }
     rescues_the_race(flavor).await;
 }
 
@@ -111,47 +115,63 @@ async fn add_dynamic_module_build_rescues_the_race() {
     rescues_the_race(flavor).await;
 }
 
-/// An nginx without `--with-compat`, with other modules, refuses the
-/// modules built against the stock tree and the external tree by their
-/// signature, naming the file; the same configuration without
-/// `load_module` passes, so the refusal is the module's.
-#[test]
-fn nginx_without_compat_refuses_a_module_built_elsewhere() {
-    let binary = external("nocompat/sbin/nginx");
-    let v = configure_line(&binary);
-    assert!(!v.contains("--with-compat"), "{v}");
-    assert!(v.contains("--without-http_gzip_module"), "{v}");
-
-    let plain = Flavor {
-        binary: binary.clone(),
-        module: None,
-        name: "nocompat",
+/// `nginx -t` of `binary` loading `module`.
+fn load(binary: &Path, module: Option<PathBuf>) -> nginx::ConfigTest {
+    let flavor = Flavor {
+        binary: binary.to_path_buf(),
+        module,
+        name: "load",
     };
-    let t = nginx::test_config(&Config::new(plain, ""));
-    assert!(t.ok, "nginx -t without the module: {}", t.stderr);
+    nginx::test_config(&Config::new(flavor, ""))
+}
 
-    let stock_module = Flavor::with_module().module.expect("the stock module");
-    for module in [stock_module, external(&format!("modules/{MODULE_FILE}"))] {
-        let flavor = Flavor {
-            binary: binary.clone(),
-            module: Some(module.clone()),
-            name: "nocompat",
-        };
-        let t = nginx::test_config(&Config::new(flavor, ""));
-        assert!(
-            !t.ok,
-            "nginx -t accepted {}: {}",
-            module.display(),
-            t.stderr
-        );
-        let message = format!(
-            "nginx: [emerg] module \"{}\" is not binary compatible in ",
-            module.display()
-        );
-        assert!(
-            t.stderr.contains(&message),
-            "want `{message}`, got:\n{}",
-            t.stderr
-        );
+/// Asserts that `binary` refuses `module` with nginx's signature message,
+/// naming the file.
+fn assert_refused(binary: &Path, module: PathBuf) {
+    let t = load(binary, Some(module.clone()));
+    assert!(
+        !t.ok,
+        "{} accepted {}: {}",
+        binary.display(),
+        module.display(),
+        t.stderr
+    );
+    let message = format!(
+        "nginx: [emerg] module \"{}\" is not binary compatible in ",
+        module.display()
+    );
+    assert!(
+        t.stderr.contains(&message),
+        "want `{message}`, got:\n{}",
+        t.stderr
+    );
+}
+
+/// The external nginx (other flags, no `--with-compat`) refuses the
+/// modules built against the stock and the addon trees (both
+/// `--with-compat`), and the stock nginx refuses the external nginx's
+/// module, each by its signature, naming the file; each nginx passes
+/// `nginx -t` without a module, and with its own.
+#[test]
+fn a_module_built_against_another_tree_is_refused_by_its_signature() {
+    let external_nginx = external("sbin/nginx");
+    let external_module = external(&format!("modules/{MODULE_FILE}"));
+    let addon_module = external(&format!("addon/modules/{MODULE_FILE}"));
+    let stock = Flavor::with_module();
+    let stock_module = stock.module.expect("the stock module");
+    assert!(!configure_line(&external_nginx).contains("--with-compat"));
+    assert!(configure_line(&stock.binary).contains("--with-compat"));
+
+    for (binary, own) in [
+        (&external_nginx, &external_module),
+        (&stock.binary, &stock_module),
+    ] {
+        for module in [None, Some(own.clone())] {
+            let t = load(binary, module);
+            assert!(t.ok, "{}: {}", binary.display(), t.stderr);
+        }
     }
+    assert_refused(&external_nginx, stock_module);
+    assert_refused(&external_nginx, addon_module);
+    assert_refused(&stock.binary, external_module);
 }

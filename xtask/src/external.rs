@@ -1,19 +1,19 @@
 //! `cargo xtask external`: the module built against nginx trees other than
-//! the one nginx-sys builds, the two ways an operator would, and an nginx
-//! that must refuse a module built elsewhere. Installed under
+//! the one nginx-sys builds, the two ways an operator would. Installed under
 //! `target/nginx/1.28.0/external/`:
 //!
 //! - `sbin/nginx`, `modules/<module>.so`: nginx 1.28.0 configured on its own
-//!   with other flags (`--with-debug`, another prefix, no threads), and the
-//!   module built against its objs directory, as the README tells operators:
+//!   with other flags (`--with-debug`, another prefix, no threads, and no
+//!   `--with-compat`: it refuses a module built against any other tree, so
+//!   its own module loading proves the build used its objs), and the module
+//!   built against its objs directory as the README tells operators,
 //!   `NGINX_BUILD_DIR=<objs> cargo build --release --no-default-features
 //!   --features export-modules` (in `target/external-cargo`, so
 //!   `target/release` keeps the stock build);
 //! - `addon/sbin/nginx`, `addon/modules/<module>.so`: nginx configured with
-//!   `--add-dynamic-module=<this repository>`, so the repository's `config`
-//!   and `config.make` have nginx's `make` build the module;
-//! - `nocompat/sbin/nginx`: nginx without `--with-compat` and with other
-//!   modules, which refuses a module built against any other tree.
+//!   `--with-compat` and `--add-dynamic-module=<this repository>`, so the
+//!   repository's `config` and `config.make` have nginx's `make` build the
+//!   module.
 //!
 //! Each nginx is a copy of the nginx-src tree, rebuilt only when its stamp
 //! (source tree, flags, and for the addon tree `config` and `config.make`)
@@ -29,12 +29,12 @@ use crate::build::{copy_if_changed, Built, MODULE_FILE, MODULE_PACKAGE};
 use crate::patched::{configure, copy_tree, fnv1a, is_fresh, make, write_stamp, StockBuild};
 use crate::{cargo, root, run, target_dir, Result};
 
-/// Someone else's nginx: a debug build with another prefix, without the
-/// stock build's threads, HTTP/2 and realip modules.
+/// Someone else's nginx: a debug build with another prefix, without
+/// `--with-compat` and without the stock build's threads, HTTP/2 and realip
+/// modules, so its module signature differs from the stock build's.
 pub const EXTERNAL_FLAGS: &[&str] = &[
     "--prefix=/opt/someone-else/nginx",
     "--with-debug",
-    "--with-compat",
     "--with-stream",
     "--with-http_ssl_module",
 ];
@@ -46,15 +46,6 @@ pub const ADDON_FLAGS: &[&str] = &[
     "--with-compat",
     "--with-stream",
     "--with-threads",
-];
-
-/// An nginx built without `--with-compat` and with other modules: its
-/// module signature differs from every other build here.
-pub const NOCOMPAT_FLAGS: &[&str] = &[
-    "--prefix=/opt/nocompat/nginx",
-    "--with-stream",
-    "--without-http_gzip_module",
-    "--without-http_rewrite_module",
 ];
 
 /// Where the module built with NGINX_BUILD_DIR goes (not `target/release`).
@@ -100,16 +91,6 @@ pub fn build(built: &Built) -> Result<PathBuf> {
         &objs.join(MODULE_FILE),
         &addon.join("modules").join(MODULE_FILE),
     )?;
-
-    // nginx without --with-compat.
-    let (tree, _) = nginx_tree(
-        &stock.source,
-        &work.join("nocompat"),
-        NOCOMPAT_FLAGS,
-        &[],
-        &[],
-    )?;
-    copy_if_changed(&tree.join("objs/nginx"), &out.join("nocompat/sbin/nginx"))?;
 
     eprintln!(
         "xtask: external nginx and modules in {} ({:.1} s)",
@@ -207,10 +188,9 @@ mod tests {
     #[test]
     fn the_builds_differ_where_the_tests_rely_on_it() {
         assert!(EXTERNAL_FLAGS.contains(&"--with-debug"));
-        assert!(EXTERNAL_FLAGS.contains(&"--with-compat"));
+        assert!(!EXTERNAL_FLAGS.contains(&"--with-compat"));
         assert!(ADDON_FLAGS.contains(&"--with-compat"));
-        assert!(!NOCOMPAT_FLAGS.contains(&"--with-compat"));
-        for flags in [EXTERNAL_FLAGS, ADDON_FLAGS, NOCOMPAT_FLAGS] {
+        for flags in [EXTERNAL_FLAGS, ADDON_FLAGS] {
             assert!(flags.iter().any(|f| f.starts_with("--prefix=/opt/")));
             assert!(!flags.iter().any(|f| f.starts_with("--builddir")));
         }
