@@ -44,6 +44,13 @@ pub enum Arm {
     TwoRecords,
     /// Sibling family: NXDOMAIN empties the list, module on.
     NxDomain,
+    /// Stream (TCP), stock: sessions through an upstream whose primary is
+    /// a dead peer (connects time out) and whose backup re-resolves.
+    StreamStock,
+    /// Stream, the module `on`.
+    StreamModuleOn,
+    /// Stream, the patched nginx.
+    StreamPatched,
 }
 
 impl Arm {
@@ -59,6 +66,9 @@ impl Arm {
         Arm::ReclaimOnly,
         Arm::TwoRecords,
         Arm::NxDomain,
+        Arm::StreamStock,
+        Arm::StreamModuleOn,
+        Arm::StreamPatched,
     ];
 
     pub fn name(self) -> &'static str {
@@ -74,6 +84,9 @@ impl Arm {
             Arm::ReclaimOnly => "control:reclaim-only",
             Arm::TwoRecords => "sibling:two-records",
             Arm::NxDomain => "sibling:nxdomain",
+            Arm::StreamStock => "stream:stock",
+            Arm::StreamModuleOn => "stream:module-on",
+            Arm::StreamPatched => "stream:patched",
         }
     }
 
@@ -83,12 +96,26 @@ impl Arm {
 
     fn flavor(self) -> Flavor {
         match self {
-            Arm::ModuleOff | Arm::ModuleOn | Arm::TwoRecords | Arm::NxDomain => {
-                Flavor::with_module()
-            }
-            Arm::Patched => Flavor::patched(),
+            Arm::ModuleOff
+            | Arm::ModuleOn
+            | Arm::TwoRecords
+            | Arm::NxDomain
+            | Arm::StreamModuleOn => Flavor::with_module(),
+            Arm::Patched | Arm::StreamPatched => Flavor::patched(),
             _ => Flavor::stock(),
         }
+    }
+
+    /// Whether the arm needs the patched nginx.
+    pub fn patched(self) -> bool {
+        matches!(self, Arm::Patched | Arm::StreamPatched)
+    }
+
+    fn stream(self) -> bool {
+        matches!(
+            self,
+            Arm::StreamStock | Arm::StreamModuleOn | Arm::StreamPatched
+        )
     }
 
     fn swaps(self) -> bool {
@@ -276,6 +303,9 @@ pub async fn run_arm(
     opts: &Options,
     progress: impl Fn(f64) + Send + Sync + 'static,
 ) -> ArmResult {
+    if arm.stream() {
+        return run_stream_arm(arm, opts, progress).await;
+    }
     let dns = DnsServer::start().await;
     dns.set_a("app.test", ADDR_A);
     let backend = Backend::start().await;
@@ -318,22 +348,7 @@ pub async fn run_arm(
     } else {
         u64::MAX
     };
-    let started = Instant::now();
-    let duration = opts.duration;
-    let ticker = {
-        let progress = std::sync::Arc::new(progress);
-        let p = progress.clone();
-        tokio::spawn(async move {
-            loop {
-                let f = started.elapsed().as_secs_f64() / duration.as_secs_f64();
-                p(f.min(1.0));
-                if f >= 1.0 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        })
-    };
+    let ticker = ticker(opts.duration, progress);
     let reloads = opts.reload_every.map(|every| {
         let pid = nginx.pid();
         tokio::spawn(async move {
@@ -393,6 +408,213 @@ pub async fn run_arm(
         status.as_ref(),
         &backend,
     )
+}
+
+/// Reports the share of `duration` elapsed, every 250 ms.
+fn ticker(
+    duration: Duration,
+    progress: impl Fn(f64) + Send + Sync + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let started = Instant::now();
+    tokio::spawn(async move {
+        loop {
+            let f = started.elapsed().as_secs_f64() / duration.as_secs_f64();
+            progress(f.min(1.0));
+            if f >= 1.0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+}
+
+/// The stream arms: TCP sessions at `opts.rate` through an upstream whose
+/// primaries are four dead peers (black holes on 127.0.0.2: connects time
+/// out after 2 s, then the session retries) and whose backup `tcp.test`
+/// swaps between 127.0.0.3 and 127.0.0.4 at every re-resolve. After a
+/// failure nginx sends one session per `fail_timeout=1s` to probe each dead
+/// peer; a session fails when its retry meets a changed generation. No
+/// POSTs and no reclaim: the fault is the dead peers.
+async fn run_stream_arm(
+    arm: Arm,
+    opts: &Options,
+    progress: impl Fn(f64) + Send + Sync + 'static,
+) -> ArmResult {
+    use crate::stream::{parse_stream_log, BlackHole, EchoBackend, Session, NAME, NEW, OLD};
+
+    let dns = DnsServer::start().await;
+    dns.set_a(NAME, OLD);
+    let backend = EchoBackend::start().await;
+    let mut holes = Vec::new();
+    for _ in 0..4 {
+        holes.push(BlackHole::start().await);
+    }
+    let primaries: String = holes
+        .iter()
+        .map(|h| format!("server 127.0.0.2:{} fail_timeout=1s;\n        ", h.port()))
+        .collect();
+    let flavor = arm.flavor();
+    let module = flavor.module.is_some();
+    let sport = crate::nginx::free_port();
+    let top = if module {
+        "generation_retry_resnapshot on;"
+    } else {
+        ""
+    };
+    let stream = format!(
+        "    {top}\n    upstream be {{\n        zone be 64k;\n        \
+         resolver ${{DNS}} valid={}s ipv6=off;\n        {primaries}\
+         server {NAME}:{} resolve backup;\n    }}\n    \
+         server {{\n        listen 127.0.0.1:{sport};\n        proxy_pass be;\n        \
+         proxy_connect_timeout 2s;\n        proxy_half_close on;\n    }}\n",
+        opts.valid,
+        backend.port()
+    );
+    let status = if module {
+        "generation_retry_status;"
+    } else {
+        "return 404;"
+    };
+    let http =
+        format!("server {{ listen 127.0.0.1:${{PORT}}; location = /status {{ {status} }} }}");
+    let config = Config::new(flavor, http)
+        .stream(stream)
+        .var("DNS", dns.addr());
+    let nginx = Nginx::start(&config);
+    let client = Client::new(nginx.url(""));
+    let addr = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, sport));
+    // Ready: the backup resolved and reachable (a session answered by it;
+    // the first one may wait out the dead primary's timeout).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = Session::open(addr, b"ready".to_vec()).await;
+        let r = s.reply(Duration::from_secs(12)).await;
+        if r.as_ref()
+            .is_ok_and(|r| r.split() == Some((OLD, &b"ready"[..])))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "stream never ready: {r:?}");
+    }
+    dns.set(NAME, Answer::rotate(&[OLD, NEW]));
+
+    let start_wall = epoch_now();
+    let ticker = ticker(opts.duration, progress);
+    let n = (opts.rate * opts.duration.as_secs_f64()).round() as u64;
+    let started = tokio::time::Instant::now();
+    let mut sessions = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        tokio::time::sleep_until(started + Duration::from_secs_f64(i as f64 / opts.rate)).await;
+        sessions.push(tokio::spawn(async move {
+            let payload = format!("session {i}\n").into_bytes();
+            let t0 = Instant::now();
+            let s = Session::open(addr, payload.clone()).await;
+            let reply = s.reply(Duration::from_secs(10)).await;
+            let ok = reply
+                .as_ref()
+                .is_ok_and(|r| r.split().is_some_and(|(_, echoed)| echoed == &payload[..]));
+            (ok, t0.elapsed())
+        }));
+    }
+    let mut outcomes = Vec::with_capacity(sessions.len());
+    for s in sessions {
+        outcomes.push(s.await.expect("session task"));
+    }
+    ticker.abort();
+
+    let status = if module {
+        client
+            .get("/status?format=json")
+            .await
+            .body
+            .parse::<Value>()
+            .ok()
+            .and_then(|v| {
+                v["upstreams"]
+                    .as_array()?
+                    .iter()
+                    .find(|u| u["protocol"] == "stream")
+                    .cloned()
+            })
+    } else {
+        None
+    };
+    // Every session is logged when it closes; give the last ones a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut entries = parse_stream_log(&nginx.stream_log());
+    while entries.len() < outcomes.len() + 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        entries = parse_stream_log(&nginx.stream_log());
+    }
+    let entries: Vec<_> = entries
+        .into_iter()
+        .filter(|e| e.msec >= start_wall)
+        .collect();
+    let error_log = nginx.error_log();
+    let swaps = dns.swaps(NAME);
+    nginx.finish();
+
+    let one_hop = |e: &&crate::stream::StreamEntry| e.status == 502 && e.upstream_addr == "be";
+    let two_hop =
+        |e: &&crate::stream::StreamEntry| e.status == 502 && e.upstream_addr.ends_with(", be");
+    let failed: Vec<f64> = entries
+        .iter()
+        .filter(|e| one_hop(e) || two_hop(e))
+        .map(|e| e.msec)
+        .collect();
+    let mut latencies: Vec<f64> = outcomes
+        .iter()
+        .map(|(_, d)| d.as_secs_f64() * 1000.0)
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let two_hop_502 = entries.iter().filter(two_hop).count();
+    let one_hop_502 = entries.iter().filter(one_hop).count();
+    let not_ok = outcomes.iter().filter(|(ok, _)| !ok).count();
+    let get = |v: &Value, k: &str| v[k].as_u64();
+    ArmResult {
+        arm: arm.name().into(),
+        requests: outcomes.len(),
+        status_502: entries.iter().filter(|e| e.status == 502).count(),
+        two_hop_502,
+        one_hop_502,
+        other_errors: not_ok.saturating_sub(two_hop_502 + one_hop_502),
+        first_attempt_failures: errorlog::lines(&error_log)
+            .iter()
+            .filter(|l| l.level == "error" && errorlog::is_upstream_attempt_failure(l.message))
+            .count(),
+        reloads: 0,
+        swaps: swaps.len(),
+        ms_after_swap: failed
+            .iter()
+            .filter_map(|t| {
+                let last = swaps.iter().copied().filter(|s| s <= t).reduce(f64::max)?;
+                Some((t - last) * 1000.0)
+            })
+            .collect(),
+        rescued: status.as_ref().and_then(|s| get(s, "rescued")),
+        busy: status
+            .as_ref()
+            .and_then(|s| Some(get(&s["busy"], "first")? + get(&s["busy"], "retry")?)),
+        no_live: status.as_ref().and_then(|s| {
+            let n = &s["no_live"];
+            Some([
+                get(n, "generation")?,
+                get(n, "unavailable")?,
+                get(n, "empty")?,
+            ])
+        }),
+        p50_ms: percentile(&latencies, 0.50),
+        p99_ms: percentile(&latencies, 0.99),
+        post_sent: 0,
+        post_delivered: 0,
+        post_delivered_twice: 0,
+        swap_times: swaps
+            .iter()
+            .map(|s| s - start_wall)
+            .filter(|s| *s >= 0.0)
+            .collect(),
+        failure_times: failed.iter().map(|t| t - start_wall).collect(),
+    }
 }
 
 fn epoch_now() -> f64 {

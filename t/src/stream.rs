@@ -236,7 +236,7 @@ impl Session {
 }
 
 /// One line of the stream access log.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct StreamEntry {
     pub port: u16,
     /// `$upstream_addr`: every attempt, comma-separated.
@@ -244,6 +244,8 @@ pub struct StreamEntry {
     pub status: u16,
     pub bytes_received: u64,
     pub bytes_sent: u64,
+    /// When the session ended (seconds since the epoch).
+    pub msec: f64,
 }
 
 pub fn parse_stream_log(text: &str) -> Vec<StreamEntry> {
@@ -256,6 +258,7 @@ pub fn parse_stream_log(text: &str) -> Vec<StreamEntry> {
                 status: f.get(2)?.parse().ok()?,
                 bytes_received: f.get(3)?.parse().ok()?,
                 bytes_sent: f.get(4)?.parse().ok()?,
+                msec: f.get(6)?.parse().ok()?,
             })
         })
         .collect()
@@ -512,5 +515,41 @@ impl StreamLab {
 
     pub fn finish(self) {
         self.nginx.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_log_lines_parse_and_garbage_is_skipped() {
+        let log = "40000|127.0.0.2:1, be0|502|0|0|-|1795984829.033\n\
+                   40001|127.0.0.2:1, 127.0.0.4:2|200|65536|65546|0.001|1795984830.5\n\
+                   garbage\n";
+        let e = parse_stream_log(log);
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].port, 40000);
+        assert_eq!(e[0].upstream_addr, "127.0.0.2:1, be0");
+        assert_eq!(e[0].status, 502);
+        assert_eq!(e[1].bytes_received, 65536);
+        assert_eq!(e[1].bytes_sent, 65546);
+        assert_eq!(e[1].msec, 1795984830.5);
+    }
+
+    #[test]
+    fn reply_splits_greeting_and_echo() {
+        let r = Reply {
+            port: 1,
+            bytes: b"127.0.0.4\nhello".to_vec(),
+            error: None,
+        };
+        assert_eq!(r.split(), Some((NEW, &b"hello"[..])));
+        let closed = Reply {
+            port: 1,
+            bytes: Vec::new(),
+            error: None,
+        };
+        assert_eq!(closed.split(), None);
     }
 }

@@ -81,13 +81,13 @@ fn parse_args() -> Result<Args, String> {
         };
         base.iter()
             .copied()
-            .filter(|a| *a != Arm::Patched || patched)
+            .filter(|a| !a.patched() || patched)
             .collect()
     });
     if quick {
         opts.duration = Duration::from_secs(8);
     }
-    if arms.contains(&Arm::Patched) && !patched {
+    if arms.iter().any(|a| a.patched()) && !patched {
         return Err("the patched arm needs target/nginx/1.28.0/patched (cargo xtask build)".into());
     }
     Ok(Args { opts, arms, out })
