@@ -357,8 +357,18 @@ impl Nginx {
         let deadline = Instant::now() + timeout;
         let addr = self.addr();
         loop {
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-                return;
+            if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(100)) {
+                // A connect to a port nobody listens on yet can succeed
+                // with the socket connected to itself (the kernel picked
+                // the same port as the source): not nginx. Under a wrapper
+                // nginx starts slowly, which leaves time for that.
+                let itself = s.local_addr().ok() == s.peer_addr().ok();
+                // Under a wrapper, also wait for the notices nginx logs
+                // once its configuration is loaded, just before it serves.
+                let started = !self.wrapped || self.error_log().contains("getrlimit(");
+                if !itself && started {
+                    return;
+                }
             }
             let Some(child) = self.child.as_mut() else {
                 assert!(
