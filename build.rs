@@ -25,6 +25,16 @@ fn main() {
     );
     forward_list("DEP_NGINX_OS", "DEP_NGINX_OS_CHECK", "ngx_os");
 
+    // The stream module needs nginx's stream upstreams with their zone (the
+    // generation counter lives there); against an nginx without them it is
+    // left out and the shared object holds the http module alone.
+    println!("cargo::rustc-check-cfg=cfg(generation_retry_stream)");
+    let features = env::var("DEP_NGINX_FEATURES").unwrap_or_default();
+    let has = |f: &str| features.split(',').any(|x| x.trim() == f);
+    if has("stream") && has("stream_upstream_zone") {
+        println!("cargo::rustc-cfg=generation_retry_stream");
+    }
+
     println!("cargo::rerun-if-env-changed=DEP_NGINX_VERSION_NUMBER");
     if let Ok(version) = env::var("DEP_NGINX_VERSION_NUMBER") {
         println!("cargo::rustc-env=GENERATION_RETRY_NGINX_VERSION_NUMBER={version}");

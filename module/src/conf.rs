@@ -19,7 +19,9 @@ use crate::ffi_ext::{
     array_slice, conf_args, conf_slot, module_ctx_index, str_bytes, upstream_name,
 };
 use crate::peer;
-use crate::proto::{Http, InitPeer, Proto, Stream};
+#[cfg(generation_retry_stream)]
+use crate::proto::Stream;
+use crate::proto::{Http, InitPeer, Proto};
 use crate::shm::{self, Slot};
 
 const DIRECTIVE: &str = "generation_retry_resnapshot";
@@ -259,6 +261,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> n
     // SAFETY: single-threaded master, `shared` from init_shared.
     unsafe {
         assign_slots::<Http>(ctx.http.cast(), shared, zone);
+        #[cfg(generation_retry_stream)]
         assign_slots::<Stream>(ctx.stream.cast(), shared, zone);
     }
     Status::NGX_OK.into()

@@ -17,20 +17,23 @@ mod peer;
 mod proto;
 mod shm;
 mod status;
+#[cfg(generation_retry_stream)]
+mod stream;
 mod variable;
 
 use core::ffi::c_void;
 use core::ptr;
 
 use ngx::ffi::{
-    ngx_command_t, ngx_conf_t, ngx_http_module_t, ngx_int_t, ngx_module_t, ngx_stream_conf_ctx_t,
-    ngx_stream_module_t, ngx_uint_t, NGX_CONF_NOARGS, NGX_CONF_TAKE12, NGX_HTTP_LOC_CONF,
-    NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF_OFFSET,
-    NGX_HTTP_UPS_CONF, NGX_STREAM_MAIN_CONF, NGX_STREAM_MODULE, NGX_STREAM_UPS_CONF,
+    ngx_command_t, ngx_conf_t, ngx_http_module_t, ngx_int_t, ngx_module_t, ngx_uint_t,
+    NGX_CONF_NOARGS, NGX_CONF_TAKE12, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET,
+    NGX_HTTP_MAIN_CONF, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF_OFFSET, NGX_HTTP_UPS_CONF,
 };
 use ngx::ngx_string;
 
-use proto::{Http, Stream};
+use proto::Http;
+#[cfg(generation_retry_stream)]
+pub use stream::ngx_stream_upstream_generation_retry_module;
 
 unsafe extern "C" fn http_preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
     // SAFETY: nginx calls preconfiguration with the configuration being
@@ -43,11 +46,6 @@ unsafe extern "C" fn http_postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
     unsafe { conf::postconfiguration::<Http>(&mut *cf) }
 }
 
-unsafe extern "C" fn stream_postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
-    // SAFETY: nginx calls postconfiguration with the stream block's context.
-    unsafe { conf::postconfiguration::<Stream>(&mut *cf) }
-}
-
 static HTTP_CTX: ngx_http_module_t = ngx_http_module_t {
     preconfiguration: Some(http_preconfiguration),
     postconfiguration: Some(http_postconfiguration),
@@ -57,15 +55,6 @@ static HTTP_CTX: ngx_http_module_t = ngx_http_module_t {
     merge_srv_conf: None,
     create_loc_conf: None,
     merge_loc_conf: None,
-};
-
-static STREAM_CTX: ngx_stream_module_t = ngx_stream_module_t {
-    preconfiguration: None,
-    postconfiguration: Some(stream_postconfiguration),
-    create_main_conf: Some(conf::create_main_conf::<Stream>),
-    init_main_conf: Some(conf::init_main_conf::<Stream>),
-    create_srv_conf: Some(conf::create_srv_conf::<Stream>),
-    merge_srv_conf: None,
 };
 
 static mut HTTP_COMMANDS: [ngx_command_t; 3] = [
@@ -88,22 +77,6 @@ static mut HTTP_COMMANDS: [ngx_command_t; 3] = [
     ngx_command_t::empty(),
 ];
 
-/// `NGX_STREAM_SRV_CONF_OFFSET` (a C macro bindgen does not carry).
-const NGX_STREAM_SRV_CONF_OFFSET: ngx_uint_t =
-    core::mem::offset_of!(ngx_stream_conf_ctx_t, srv_conf);
-
-static mut STREAM_COMMANDS: [ngx_command_t; 2] = [
-    ngx_command_t {
-        name: ngx_string!("generation_retry_resnapshot"),
-        type_: (NGX_STREAM_MAIN_CONF | NGX_STREAM_UPS_CONF | NGX_CONF_TAKE12) as ngx_uint_t,
-        set: Some(conf::set_resnapshot::<Stream>),
-        conf: NGX_STREAM_SRV_CONF_OFFSET,
-        offset: 0,
-        post: ptr::null_mut(),
-    },
-    ngx_command_t::empty(),
-];
-
 // The table `load_module` reads: the modules of this object, their names,
 // and no ordering constraint. Written out because ngx-rust 0.5.1's
 // `ngx_modules!` miscounts more than one module.
@@ -114,6 +87,7 @@ mod exported {
 
     use ngx::ffi::ngx_module_t;
 
+    #[cfg(generation_retry_stream)]
     #[no_mangle]
     #[used]
     #[allow(non_upper_case_globals)]
@@ -123,12 +97,32 @@ mod exported {
         ptr::null(),
     ];
 
+    #[cfg(generation_retry_stream)]
     #[no_mangle]
     #[used]
     #[allow(non_upper_case_globals)]
     pub static mut ngx_module_names: [*const c_char; 3] = [
         c"ngx_http_upstream_generation_retry_module".as_ptr(),
         c"ngx_stream_upstream_generation_retry_module".as_ptr(),
+        ptr::null(),
+    ];
+
+    // Against an nginx without stream upstream zones: the http module only.
+    #[cfg(not(generation_retry_stream))]
+    #[no_mangle]
+    #[used]
+    #[allow(non_upper_case_globals)]
+    pub static mut ngx_modules: [*const ngx_module_t; 2] = [
+        ptr::addr_of!(super::ngx_http_upstream_generation_retry_module),
+        ptr::null(),
+    ];
+
+    #[cfg(not(generation_retry_stream))]
+    #[no_mangle]
+    #[used]
+    #[allow(non_upper_case_globals)]
+    pub static mut ngx_module_names: [*const c_char; 2] = [
+        c"ngx_http_upstream_generation_retry_module".as_ptr(),
         ptr::null(),
     ];
 
@@ -146,19 +140,5 @@ pub static mut ngx_http_upstream_generation_retry_module: ngx_module_t = ngx_mod
     ctx: ptr::addr_of!(HTTP_CTX) as *mut c_void,
     commands: ptr::addr_of_mut!(HTTP_COMMANDS) as *mut ngx_command_t,
     type_: NGX_HTTP_MODULE as ngx_uint_t,
-    ..ngx_module_t::default()
-};
-
-/// The stream module. It refers to no stream symbol of nginx (the stream
-/// upstream module is found by name at configuration time), so the shared
-/// object also loads into an nginx without `--with-stream`, where this
-/// module simply never runs.
-#[used]
-#[allow(non_upper_case_globals)]
-#[cfg_attr(not(feature = "export-modules"), no_mangle)]
-pub static mut ngx_stream_upstream_generation_retry_module: ngx_module_t = ngx_module_t {
-    ctx: ptr::addr_of!(STREAM_CTX) as *mut c_void,
-    commands: ptr::addr_of_mut!(STREAM_COMMANDS) as *mut ngx_command_t,
-    type_: NGX_STREAM_MODULE as ngx_uint_t,
     ..ngx_module_t::default()
 };

@@ -11,8 +11,12 @@ use ngx::ffi::{
     ngx_array_t, ngx_atomic_t, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_request_t,
     ngx_http_upstream_main_conf_t, ngx_http_upstream_rr_peers_t, ngx_http_upstream_srv_conf_t,
     ngx_int_t, ngx_module_t, ngx_peer_connection_t, ngx_pool_t, ngx_shm_zone_t, ngx_str_t,
+    ngx_uint_t,
+};
+#[cfg(generation_retry_stream)]
+use ngx::ffi::{
     ngx_stream_conf_ctx_t, ngx_stream_session_t, ngx_stream_upstream_main_conf_t,
-    ngx_stream_upstream_rr_peers_t, ngx_stream_upstream_srv_conf_t, ngx_uint_t,
+    ngx_stream_upstream_rr_peers_t, ngx_stream_upstream_srv_conf_t,
 };
 
 use crate::ffi_ext::set_request_ctx;
@@ -58,6 +62,7 @@ macro_rules! rr_peers {
 }
 
 rr_peers!(ngx_http_upstream_rr_peers_t);
+#[cfg(generation_retry_stream)]
 rr_peers!(ngx_stream_upstream_rr_peers_t);
 
 /// Where a protocol keeps what the module needs.
@@ -116,6 +121,8 @@ pub(crate) trait Proto: Sized + 'static {
 }
 
 pub(crate) struct Http;
+/// Compiled only against an nginx with stream upstream zones.
+#[cfg(generation_retry_stream)]
 pub(crate) struct Stream;
 
 impl Proto for Http {
@@ -181,6 +188,7 @@ impl Proto for Http {
     }
 }
 
+#[cfg(generation_retry_stream)]
 impl Proto for Stream {
     const PROTOCOL: Protocol = Protocol::Stream;
     const PREFIX: &'static str = "stream ";

@@ -17,7 +17,9 @@ use ngx::http::{HttpModuleLocationConf, NgxHttpCoreModule};
 
 use crate::conf::{MainConf, SrvConf};
 use crate::ffi_ext::{conf_slot, generation, peer_counts, str_bytes, upstream_name};
-use crate::proto::{Http, Proto, Stream};
+#[cfg(generation_retry_stream)]
+use crate::proto::Stream;
+use crate::proto::{Http, Proto};
 use crate::shm::zone_ctx;
 
 /// The directive handler: makes the location's content handler ours.
@@ -55,6 +57,7 @@ fn collect(r: &ngx_http_request_t) -> Vec<UpstreamStats> {
     // protocol, or NULL.
     unsafe {
         collect_from::<Http>(ctx.http.cast(), &mut out);
+        #[cfg(generation_retry_stream)]
         collect_from::<Stream>(ctx.stream.cast(), &mut out);
     }
     out

@@ -188,3 +188,31 @@ async fn module_in_patched_nginx_counts_nothing_for_stream() {
     );
     lab.finish();
 }
+
+#[test]
+fn the_shared_object_needs_no_stream_symbol_of_nginx() {
+    // What lets one .so load into an nginx built without --with-stream, or
+    // before a dynamic stream module: the stream module finds nginx's stream
+    // upstream module by name at configuration time instead of linking it.
+    let so = Flavor::with_module().module.expect("module path");
+    let out = std::process::Command::new("nm")
+        .args(["-D", "--undefined-only"])
+        .arg(&so)
+        .output()
+        .expect("run nm (binutils)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let undefined = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        undefined.contains("ngx_shared_memory_add"),
+        "nm saw none of nginx's symbols: {undefined}"
+    );
+    let stream: Vec<&str> = undefined
+        .lines()
+        .filter(|l| l.contains("ngx_stream"))
+        .collect();
+    assert!(stream.is_empty(), "stream symbols needed: {stream:?}");
+}
