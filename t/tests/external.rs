@@ -169,6 +169,8 @@ fn a_module_built_against_another_tree_is_refused_by_its_signature() {
         for module in [None, Some(own.clone())] {
             let t = load(binary, module);
             assert!(t.ok, "{}: {}", binary.display(), t.stderr);
+            let fatal = errorlog::fatal_lines(&t.stderr);
+            assert!(fatal.is_empty(), "{}: {fatal:#?}", binary.display());
         }
     }
     assert_refused(&external_nginx, stock_module);
