@@ -3,9 +3,10 @@
 //!
 //! - `NGINX_BUILD_DIR=<objs> cargo build ...` against an nginx configured
 //!   on its own (`--with-debug`, another prefix, no `--with-compat`): it
-//!   loads into that nginx and rescues the race;
+//!   loads into that nginx and rescues the race, http and stream;
 //! - `./configure --with-compat --add-dynamic-module=<this repository>`:
-//!   nginx's `make` builds it, and it rescues the race in that nginx;
+//!   nginx's `make` builds it, and it rescues the race in that nginx, http
+//!   and stream;
 //! - a module built against another tree is refused with nginx's signature
 //!   message (so the first module loading proves it was built against its
 //!   nginx's objs).
@@ -18,6 +19,7 @@ use std::process::Command;
 use generation_retry_t::errorlog;
 use generation_retry_t::nginx::{self, Config, Flavor};
 use generation_retry_t::scenario::Lab;
+use generation_retry_t::stream::{StreamLab, StreamSpec};
 
 const MODULE_FILE: &str = "ngx_http_upstream_generation_retry_module.so";
 const RACES: usize = 5;
@@ -84,6 +86,21 @@ async fn rescues_the_race(flavor: Flavor) {
     lab.finish();
 }
 
+/// The stream module of the same shared object: its race (`stream.rs`) is
+/// rescued too, so the .so's module table holds both modules.
+async fn rescues_the_stream_race(flavor: Flavor) {
+    let mut spec = StreamSpec::new(flavor, 1);
+    spec.extra = "generation_retry_resnapshot on;".into();
+    let mut lab = StreamLab::start(spec).await;
+    let race = lab.race().await;
+    assert!(race.delivered(), "{race:?}");
+    assert_eq!(race.entry.status, 200, "{race:?}");
+    let s = lab.status("stream", &race.upstream).await;
+    assert_eq!(s["rescued"], 1, "{s}");
+    assert_eq!(s["failed"], 0, "{s}");
+    lab.finish();
+}
+
 /// Built with `NGINX_BUILD_DIR` against a debug nginx with another prefix
 /// and without `--with-compat`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -96,7 +113,8 @@ async fn nginx_build_dir_module_rescues_the_race_in_its_debug_nginx() {
     for flag in ["--with-compat", "--with-threads"] {
         assert!(!v.contains(flag), "not the external build: {v}");
     }
-    rescues_the_race(flavor).await;
+    rescues_the_race(flavor.clone()).await;
+    rescues_the_stream_race(flavor).await;
 }
 
 /// Built by nginx's `make` after `./configure --add-dynamic-module=<repo>`.
@@ -112,7 +130,8 @@ async fn add_dynamic_module_build_rescues_the_race() {
             .display()
     );
     assert!(v.contains(&add), "not configured with {add}: {v}");
-    rescues_the_race(flavor).await;
+    rescues_the_race(flavor.clone()).await;
+    rescues_the_stream_race(flavor).await;
 }
 
 /// `nginx -t` of `binary` loading `module`.
