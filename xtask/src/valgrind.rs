@@ -1,6 +1,6 @@
 //! `cargo xtask valgrind`: the deterministic race scenarios (every balancer
 //! row, the module's race and behaviour tests, stock's and the patched
-//! nginx's races, HTTPS) and a short lab, with every nginx under valgrind
+//! nginx's races, HTTPS, stream) and a short lab, with every nginx under valgrind
 //! memcheck (`GENERATION_RETRY_VALGRIND`, see `t/src/memcheck.rs`), then one
 //! summary over every memcheck log: processes checked, errors, definite
 //! leaks, by nginx flavor.
@@ -27,14 +27,16 @@ const TESTS: &[&str] = &[
     "balancers",
     "module_behaviour",
     "https",
+    "stream",
 ];
 
 /// The short lab: a few seconds per arm, at a rate nginx under memcheck
-/// keeps up with; module off and on, stock as the baseline, and the two
-/// sibling arms for the `unavailable` and `empty` paths.
+/// keeps up with; module off and on, stock as the baseline, the two
+/// sibling arms for the `unavailable` and `empty` paths, and the stream
+/// module on.
 const LAB_ARGS: &[&str] = &[
     "--arms",
-    "stock,module-off,module-on,sibling:two-records,sibling:nxdomain",
+    "stock,module-off,module-on,sibling:two-records,sibling:nxdomain,stream:module-on",
     "--rate",
     "100",
     "--duration",
