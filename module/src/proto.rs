@@ -120,6 +120,33 @@ pub(crate) trait Proto: Sized + 'static {
     unsafe fn on_init(_req: *mut Self::Request, _state: *mut c_void) {}
 }
 
+/// The accessors of [`Proto`] over fields that http and stream name alike.
+macro_rules! upstream_fields {
+    () => {
+        fn upstreams(main: &Self::UpstreamMain) -> &ngx_array_t {
+            &main.upstreams
+        }
+        fn host(us: &Self::Upstream) -> &ngx_str_t {
+            &us.host
+        }
+        fn shm_zone(us: &Self::Upstream) -> *mut ngx_shm_zone_t {
+            us.shm_zone
+        }
+        fn srv_conf(us: &Self::Upstream) -> *mut *mut c_void {
+            us.srv_conf
+        }
+        fn peers(us: &Self::Upstream) -> *const Self::Peers {
+            us.peer.data.cast()
+        }
+        fn peer_init(us: &mut Self::Upstream) -> &mut InitPeer<Self> {
+            &mut us.peer.init
+        }
+        fn file_line(us: &Self::Upstream) -> (*const c_char, ngx_uint_t) {
+            (us.file_name.cast_const().cast(), us.line)
+        }
+    };
+}
+
 pub(crate) struct Http;
 /// Compiled only against an nginx with stream upstream zones.
 #[cfg(generation_retry_stream)]
@@ -150,27 +177,7 @@ impl Proto for Http {
         (ctx.main_conf, ctx.srv_conf)
     }
 
-    fn upstreams(main: &Self::UpstreamMain) -> &ngx_array_t {
-        &main.upstreams
-    }
-    fn host(us: &Self::Upstream) -> &ngx_str_t {
-        &us.host
-    }
-    fn shm_zone(us: &Self::Upstream) -> *mut ngx_shm_zone_t {
-        us.shm_zone
-    }
-    fn srv_conf(us: &Self::Upstream) -> *mut *mut c_void {
-        us.srv_conf
-    }
-    fn peers(us: &Self::Upstream) -> *const Self::Peers {
-        us.peer.data.cast()
-    }
-    fn peer_init(us: &mut Self::Upstream) -> &mut InitPeer<Self> {
-        &mut us.peer.init
-    }
-    fn file_line(us: &Self::Upstream) -> (*const c_char, ngx_uint_t) {
-        (us.file_name.cast_const().cast(), us.line)
-    }
+    upstream_fields!();
 
     unsafe fn peer_connection(
         r: *mut ngx_http_request_t,
@@ -213,27 +220,7 @@ impl Proto for Stream {
         (ctx.main_conf, ctx.srv_conf)
     }
 
-    fn upstreams(main: &Self::UpstreamMain) -> &ngx_array_t {
-        &main.upstreams
-    }
-    fn host(us: &Self::Upstream) -> &ngx_str_t {
-        &us.host
-    }
-    fn shm_zone(us: &Self::Upstream) -> *mut ngx_shm_zone_t {
-        us.shm_zone
-    }
-    fn srv_conf(us: &Self::Upstream) -> *mut *mut c_void {
-        us.srv_conf
-    }
-    fn peers(us: &Self::Upstream) -> *const Self::Peers {
-        us.peer.data.cast()
-    }
-    fn peer_init(us: &mut Self::Upstream) -> &mut InitPeer<Self> {
-        &mut us.peer.init
-    }
-    fn file_line(us: &Self::Upstream) -> (*const c_char, ngx_uint_t) {
-        (us.file_name.cast_const().cast(), us.line)
-    }
+    upstream_fields!();
 
     unsafe fn peer_connection(
         s: *mut ngx_stream_session_t,

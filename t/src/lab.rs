@@ -16,7 +16,7 @@ use crate::dns::{Answer, DnsServer};
 use crate::errorlog;
 use crate::load::{open_loop, Client, Sent};
 use crate::nginx::{Config, Flavor, Nginx};
-use crate::scenario::{PROXY_HTTP, SINGLE_PEER_SERVERS};
+use crate::scenario::{status_object, PROXY_HTTP, SINGLE_PEER_SERVERS};
 
 /// One configuration under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -382,13 +382,7 @@ pub async fn run_arm(
     }
 
     let status = if module {
-        client
-            .get("/status?format=json")
-            .await
-            .body
-            .parse::<Value>()
-            .ok()
-            .and_then(|v| v["upstreams"].get(0).cloned())
+        status_object(&client, "http", None).await.ok()
     } else {
         None
     };
@@ -523,19 +517,7 @@ async fn run_stream_arm(
     ticker.abort();
 
     let status = if module {
-        client
-            .get("/status?format=json")
-            .await
-            .body
-            .parse::<Value>()
-            .ok()
-            .and_then(|v| {
-                v["upstreams"]
-                    .as_array()?
-                    .iter()
-                    .find(|u| u["protocol"] == "stream")
-                    .cloned()
-            })
+        status_object(&client, "stream", None).await.ok()
     } else {
         None
     };
@@ -570,7 +552,7 @@ async fn run_stream_arm(
     let two_hop_502 = entries.iter().filter(two_hop).count();
     let one_hop_502 = entries.iter().filter(one_hop).count();
     let not_ok = outcomes.iter().filter(|(ok, _)| !ok).count();
-    let get = |v: &Value, k: &str| v[k].as_u64();
+    let (rescued, busy, no_live) = module_counts(status.as_ref());
     ArmResult {
         arm: arm.name().into(),
         requests: outcomes.len(),
@@ -591,18 +573,9 @@ async fn run_stream_arm(
                 Some((t - last) * 1000.0)
             })
             .collect(),
-        rescued: status.as_ref().and_then(|s| get(s, "rescued")),
-        busy: status
-            .as_ref()
-            .and_then(|s| Some(get(&s["busy"], "first")? + get(&s["busy"], "retry")?)),
-        no_live: status.as_ref().and_then(|s| {
-            let n = &s["no_live"];
-            Some([
-                get(n, "generation")?,
-                get(n, "unavailable")?,
-                get(n, "empty")?,
-            ])
-        }),
+        rescued,
+        busy,
+        no_live,
         p50_ms: percentile(&latencies, 0.50),
         p99_ms: percentile(&latencies, 0.99),
         post_sent: 0,
@@ -615,6 +588,29 @@ async fn run_stream_arm(
             .collect(),
         failure_times: failed.iter().map(|t| t - start_wall).collect(),
     }
+}
+
+/// rescued, busy (first + retry) and no_live (generation, unavailable,
+/// empty) from the module's status object of the upstream.
+fn module_counts(status: Option<&Value>) -> (Option<u64>, Option<u64>, Option<[u64; 3]>) {
+    let get = |v: &Value, k: &str| v[k].as_u64();
+    let Some(s) = status else {
+        return (None, None, None);
+    };
+    let n = &s["no_live"];
+    (
+        get(s, "rescued"),
+        get(&s["busy"], "first")
+            .zip(get(&s["busy"], "retry"))
+            .map(|(a, b)| a + b),
+        (|| {
+            Some([
+                get(n, "generation")?,
+                get(n, "unavailable")?,
+                get(n, "empty")?,
+            ])
+        })(),
+    )
 }
 
 fn epoch_now() -> f64 {
@@ -698,7 +694,7 @@ fn summarise(
         .filter(|s| s.method == Method::POST)
         .map(|s| answered_posts.get(&s.path).copied().unwrap_or(0))
         .sum();
-    let get = |v: &Value, k: &str| v[k].as_u64();
+    let (rescued, busy, no_live_counts) = module_counts(status);
     ArmResult {
         arm: arm.name().into(),
         requests: sent.len(),
@@ -714,16 +710,9 @@ fn summarise(
         reloads: error_log.matches("reconfiguring").count(),
         swaps: swaps.len(),
         ms_after_swap,
-        rescued: status.and_then(|s| get(s, "rescued")),
-        busy: status.and_then(|s| Some(get(&s["busy"], "first")? + get(&s["busy"], "retry")?)),
-        no_live: status.and_then(|s| {
-            let n = &s["no_live"];
-            Some([
-                get(n, "generation")?,
-                get(n, "unavailable")?,
-                get(n, "empty")?,
-            ])
-        }),
+        rescued,
+        busy,
+        no_live: no_live_counts,
         p50_ms: percentile(&latencies, 0.50),
         p99_ms: percentile(&latencies, 0.99),
         post_sent,

@@ -422,21 +422,38 @@ impl Lab {
 
     /// The module's JSON status object for `upstream`.
     pub async fn status(&self, upstream: &str) -> serde_json::Value {
-        let r = self.client.get("/status?format=json").await;
-        assert_eq!(r.status(), 200, "status endpoint: {r:?}");
-        let v: serde_json::Value = serde_json::from_str(&r.body)
-            .unwrap_or_else(|e| panic!("status JSON: {e}: {}", r.body));
-        v["upstreams"]
-            .as_array()
-            .and_then(|a| a.iter().find(|u| u["upstream"] == upstream))
-            .cloned()
-            .unwrap_or_else(|| panic!("no upstream {upstream} in {}", r.body))
+        status_object(&self.client, "http", Some(upstream))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Stops nginx, failing on fatal error.log lines.
     pub fn finish(self) {
         self.nginx.finish();
     }
+}
+
+/// The module's JSON status object (from `/status?format=json`) of the
+/// `protocol` upstream `name`, or of the first `protocol` upstream.
+pub async fn status_object(
+    client: &Client,
+    protocol: &str,
+    name: Option<&str>,
+) -> Result<serde_json::Value, String> {
+    let r = client.get("/status?format=json").await;
+    if r.status() != 200 {
+        return Err(format!("status endpoint: {r:?}"));
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&r.body).map_err(|e| format!("status JSON: {e}: {}", r.body))?;
+    v["upstreams"]
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .find(|u| u["protocol"] == protocol && name.is_none_or(|n| u["upstream"] == n))
+        })
+        .cloned()
+        .ok_or_else(|| format!("no {protocol} upstream {name:?} in {}", r.body))
 }
 
 /// The main client and the probe clients of an nginx.

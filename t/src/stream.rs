@@ -497,20 +497,11 @@ impl StreamLab {
             .collect()
     }
 
-    /// The module's JSON status object for stream upstream `name`.
+    /// The module's JSON status object for `protocol` upstream `name`.
     pub async fn status(&self, protocol: &str, name: &str) -> serde_json::Value {
-        let r = self.http.get("/status?format=json").await;
-        assert_eq!(r.status(), 200, "status endpoint: {r:?}");
-        let v: serde_json::Value = serde_json::from_str(&r.body)
-            .unwrap_or_else(|e| panic!("status JSON: {e}: {}", r.body));
-        v["upstreams"]
-            .as_array()
-            .and_then(|a| {
-                a.iter()
-                    .find(|u| u["upstream"] == name && u["protocol"] == protocol)
-            })
-            .cloned()
-            .unwrap_or_else(|| panic!("no {protocol} upstream {name} in {}", r.body))
+        crate::scenario::status_object(&self.http, protocol, Some(name))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     pub fn finish(self) {

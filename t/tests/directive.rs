@@ -72,17 +72,21 @@ fn module_loads_and_directive_passes_nginx_t() {
 fn stock_nginx_does_not_know_the_directive() {
     // The control for the test above: without load_module the directive is
     // unknown, so it is our module that accepted it.
-    let t = test_config(&Config::new(
+    let http = Config::new(
         Flavor::stock(),
         format!("generation_retry_resnapshot on;\nupstream be {{ server 127.0.0.2:1; }}\n{SERVER}"),
-    ));
-    assert!(!t.ok);
-    assert!(
-        t.stderr
-            .contains("unknown directive \"generation_retry_resnapshot\""),
-        "{}",
-        t.stderr
     );
+    let stream = stream_conf(Flavor::stock(), "generation_retry_resnapshot on;");
+    for config in [http, stream] {
+        let t = test_config(&config);
+        assert!(!t.ok);
+        assert!(
+            t.stderr
+                .contains("unknown directive \"generation_retry_resnapshot\""),
+            "{}",
+            t.stderr
+        );
+    }
 }
 
 #[test]
@@ -188,21 +192,6 @@ fn stream_directive_passes_nginx_t_at_stream_and_upstream_level() {
     ));
     assert!(t.ok, "{}", t.stderr);
     assert!(!t.stderr.contains("[warn]"), "{}", t.stderr);
-}
-
-#[test]
-fn stock_nginx_does_not_know_the_stream_directive() {
-    let t = test_config(&stream_conf(
-        Flavor::stock(),
-        "generation_retry_resnapshot on;",
-    ));
-    assert!(!t.ok);
-    assert!(
-        t.stderr
-            .contains("unknown directive \"generation_retry_resnapshot\""),
-        "{}",
-        t.stderr
-    );
 }
 
 #[test]
