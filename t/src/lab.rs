@@ -236,6 +236,10 @@ pub struct ArmResult {
     /// Milliseconds from the last swap to each no-live 502.
     pub ms_after_swap: Vec<f64>,
     pub rescued: Option<u64>,
+    /// Rescues logged in error.log (one `warn` line each, by every worker
+    /// of every configuration): with counters that survive reloads, equal
+    /// to `rescued`.
+    pub rescued_logged: usize,
     pub busy: Option<u64>,
     /// no_live by cause (generation, unavailable, empty), module arms.
     pub no_live: Option<[u64; 3]>,
@@ -574,6 +578,7 @@ async fn run_stream_arm(
             })
             .collect(),
         rescued,
+        rescued_logged: rescue_lines(&error_log),
         busy,
         no_live,
         p50_ms: percentile(&latencies, 0.50),
@@ -588,6 +593,14 @@ async fn run_stream_arm(
             .collect(),
         failure_times: failed.iter().map(|t| t - start_wall).collect(),
     }
+}
+
+/// The module's rescue lines in `error_log`.
+fn rescue_lines(error_log: &str) -> usize {
+    error_log
+        .lines()
+        .filter(|l| l.contains("[warn]") && l.contains("peer list changed (generation"))
+        .count()
 }
 
 /// rescued, busy (first + retry) and no_live (generation, unavailable,
@@ -711,6 +724,7 @@ fn summarise(
         swaps: swaps.len(),
         ms_after_swap,
         rescued,
+        rescued_logged: rescue_lines(&error_log),
         busy,
         no_live: no_live_counts,
         p50_ms: percentile(&latencies, 0.50),

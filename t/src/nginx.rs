@@ -134,6 +134,12 @@ impl Config {
         self
     }
 
+    /// Replaces the value of `${name}` (for a reconfiguration).
+    pub fn set_var(mut self, name: &str, value: impl ToString) -> Config {
+        self.vars.retain(|(k, _)| k != name);
+        self.var(name, value)
+    }
+
     /// Runs nginx under `command` (e.g. `valgrind --tool=callgrind ...`).
     pub fn wrapped(mut self, command: &[&str]) -> Config {
         self.wrapper = command.iter().map(|s| s.to_string()).collect();
@@ -500,6 +506,16 @@ impl Nginx {
     /// worker has started and the old one has exited (it keeps serving the
     /// connections it had, with the old cycle's peer list, until then; the
     /// caller must drop its keepalive connections for it to go). Bounded.
+    /// Writes `config` as nginx.conf (same prefix and port), then reloads.
+    pub fn reconfigure(&self, config: &Config) {
+        fs::write(
+            self.prefix.join("nginx.conf"),
+            config.render(&self.prefix, self.port),
+        )
+        .expect("write nginx.conf");
+        self.reload();
+    }
+
     pub fn reload(&self) {
         let count = |needle: &str| self.error_log().matches(needle).count();
         let (started, exited) = (count("start worker process"), count("exited with code"));

@@ -136,6 +136,8 @@ pub struct Lab {
     /// The address the DNS currently answers.
     pub current: Ipv4Addr,
     keepalive: bool,
+    /// What nginx was started with (see [`Lab::reconfigure`]).
+    config: Config,
 }
 
 impl Lab {
@@ -219,6 +221,7 @@ impl Lab {
             probes,
             current: ADDR_A,
             keepalive,
+            config,
         };
         lab.wait_proxying_to(ADDR_A, "/ready").await;
         lab
@@ -418,6 +421,20 @@ impl Lab {
             assert!(Instant::now() < deadline, "upstream never had {n} peers");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// Reloads nginx with `${name}` of the configuration set to `value`
+    /// for each pair (`UPSTREAM_EXTRA`, `HTTP_EXTRA`, ...), and drops the
+    /// clients' connections to the old workers.
+    pub fn reconfigure(&mut self, changes: &[(&str, &str)]) {
+        let mut config = self.config.clone();
+        for (name, value) in changes {
+            config = config.set_var(name, value);
+        }
+        // Drop our connections to the old worker first, so it can exit.
+        self.reload_clients();
+        self.nginx.reconfigure(&config);
+        self.config = config;
     }
 
     /// The module's JSON status object for `upstream`.
