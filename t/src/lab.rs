@@ -724,7 +724,7 @@ fn summarise(
         swaps: swaps.len(),
         ms_after_swap,
         rescued,
-        rescued_logged: rescue_lines(&error_log),
+        rescued_logged: rescue_lines(error_log),
         busy,
         no_live: no_live_counts,
         p50_ms: percentile(&latencies, 0.50),
