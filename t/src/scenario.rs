@@ -375,6 +375,21 @@ impl Lab {
         (self.client, self.probes) = clients(&self.nginx);
     }
 
+    /// Asserts `n` rescue lines (one `warn` per rescue) in error.log and no
+    /// `no live upstreams` for a raced request (readiness probes sent before
+    /// the name's first resolution may meet the still-empty list; no raced
+    /// request may). `rescue_line` is the module's or the patch's wording.
+    pub fn assert_rescue_log(&self, rescue_line: &str, n: usize) {
+        let log = self.nginx.error_log();
+        assert_eq!(log.matches(rescue_line).count(), n, "one line per rescue");
+        let raced_no_live: Vec<_> = errorlog::with_message(&log, errorlog::NO_LIVE)
+            .into_iter()
+            .filter(|l| l.whole.contains(" /race/"))
+            .map(|l| l.whole)
+            .collect();
+        assert!(raced_no_live.is_empty(), "{raced_no_live:#?}");
+    }
+
     /// Asserts the rescued shape: 200 from the new address, with
     /// `$upstream_addr` "OLD:P, NEW:P".
     pub fn assert_rescued(&self, race: &Race) {

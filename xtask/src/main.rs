@@ -160,20 +160,26 @@ fn external(extra: &[String]) -> Result {
 /// `cargo xtask lab|bench [options]`: that binary of the harness, in release.
 fn harness_bin(bin: &str, args: &[String]) -> Result {
     let install_dir = build::build()?;
-    run(cargo()
-        .args([
-            "run",
-            "--quiet",
-            "--release",
-            "-p",
-            "generation-retry-t",
-            "--bin",
-            bin,
-            "--",
-        ])
-        .args(args)
-        .env("GENERATION_RETRY_NGINX_DIR", &install_dir)
-        .env("GENERATION_RETRY_TARGET_DIR", target_dir()))
+    run(harness_command(bin, &install_dir).args(args))
+}
+
+/// `cargo run` of a harness binary in release, against the nginx builds in
+/// `install_dir`; its arguments follow.
+pub fn harness_command(bin: &str, install_dir: &Path) -> Command {
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--quiet",
+        "--release",
+        "-p",
+        "generation-retry-t",
+        "--bin",
+        bin,
+        "--",
+    ])
+    .env("GENERATION_RETRY_NGINX_DIR", install_dir)
+    .env("GENERATION_RETRY_TARGET_DIR", target_dir());
+    cmd
 }
 
 /// Runs cargo test, echoing its output, and closes with one summary line

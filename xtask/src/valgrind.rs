@@ -69,23 +69,11 @@ pub fn valgrind(args: &[String]) -> Result {
     let started = Instant::now();
     gate(&install_dir, &dir)?;
     let tests = run_tests(&install_dir, &dir, TESTS, &[]);
-    let lab = run(cargo()
-        .args([
-            "run",
-            "--quiet",
-            "--release",
-            "-p",
-            "generation-retry-t",
-            "--bin",
-            "lab",
-            "--",
-        ])
+    let lab = run(crate::harness_command("lab", &install_dir)
         .args(LAB_ARGS)
         .arg("--out")
         .arg(dir.join("lab"))
-        .env(ENV, &dir)
-        .env("GENERATION_RETRY_NGINX_DIR", &install_dir)
-        .env("GENERATION_RETRY_TARGET_DIR", target_dir()));
+        .env(ENV, &dir));
     let summary = Summary::read(&dir)?;
     println!("{}", summary.render(&dir, started.elapsed()));
     tests?;
