@@ -91,52 +91,72 @@ fn stock_nginx_does_not_know_the_directive() {
 
 #[test]
 fn upstream_without_zone_warns_naming_it() {
-    let t = test_config(&conf(&format!(
-        "upstream nozone {{ server 127.0.0.2:1; generation_retry_resnapshot on; }}\n\
-         upstream be {{ server 127.0.0.2:1; }}\n{SERVER}"
-    )));
-    assert!(t.ok, "{}", t.stderr);
-    assert!(
-        t.stderr.contains("[warn]")
-            && t.stderr.contains("\"generation_retry_resnapshot\"")
-            && t.stderr.contains("upstream \"nozone\" without \"zone\""),
-        "{}",
-        t.stderr
-    );
+    let nozone = "upstream nozone { server 127.0.0.2:1; generation_retry_resnapshot on; }";
+    let http = conf(&format!(
+        "{nozone}\nupstream be {{ server 127.0.0.2:1; }}\n{SERVER}"
+    ));
+    let stream = stream_conf(Flavor::with_module(), nozone);
+    for (config, what) in [(http, "in upstream"), (stream, "in stream upstream")] {
+        let t = test_config(&config);
+        assert!(t.ok, "{}", t.stderr);
+        assert!(
+            t.stderr.contains("[warn]")
+                && t.stderr.contains("\"generation_retry_resnapshot\"")
+                && t.stderr
+                    .contains(&format!("{what} \"nozone\" without \"zone\"")),
+            "{}",
+            t.stderr
+        );
+    }
 }
+
+/// Argument misuse, the same in every context the directive is allowed in.
+const ARGUMENT_MISUSE: &[(&str, &str)] = &[
+    ("generation_retry_resnapshot yes;", "invalid value \"yes\""),
+    (
+        "generation_retry_resnapshot;",
+        "invalid number of arguments",
+    ),
+    (
+        "generation_retry_resnapshot on max=0;",
+        "invalid value \"max=0\"",
+    ),
+    (
+        "generation_retry_resnapshot on max=17;",
+        "invalid value \"max=17\"",
+    ),
+    (
+        "generation_retry_resnapshot on max=x;",
+        "invalid value \"max=x\"",
+    ),
+    (
+        "generation_retry_resnapshot on limit=2;",
+        "invalid parameter \"limit=2\"",
+    ),
+    (
+        "generation_retry_resnapshot on max=2 extra;",
+        "invalid number of arguments",
+    ),
+    (
+        "generation_retry_resnapshot on;\ngeneration_retry_resnapshot off;",
+        "is duplicate",
+    ),
+    (
+        "generation_retry_resnapshot on max=99999999999999999999;",
+        "invalid value",
+    ),
+    ("generation_retry_resnapshot \"\";", "invalid value \"\""),
+    (
+        "generation_retry_resnapshot off max=1 max=2;",
+        "invalid number of arguments",
+    ),
+    ("generation_retry_resnapshot 1;", "invalid value \"1\""),
+];
 
 #[test]
 fn misuse_is_rejected_naming_the_directive_and_line() {
-    let cases: &[(&str, &str)] = &[
-        ("generation_retry_resnapshot yes;", "invalid value \"yes\""),
-        (
-            "generation_retry_resnapshot;",
-            "invalid number of arguments",
-        ),
-        (
-            "generation_retry_resnapshot on max=0;",
-            "invalid value \"max=0\"",
-        ),
-        (
-            "generation_retry_resnapshot on max=17;",
-            "invalid value \"max=17\"",
-        ),
-        (
-            "generation_retry_resnapshot on max=x;",
-            "invalid value \"max=x\"",
-        ),
-        (
-            "generation_retry_resnapshot on limit=2;",
-            "invalid parameter \"limit=2\"",
-        ),
-        (
-            "generation_retry_resnapshot on max=2 extra;",
-            "invalid number of arguments",
-        ),
-        (
-            "generation_retry_resnapshot on;\ngeneration_retry_resnapshot off;",
-            "is duplicate",
-        ),
+    assert_rejected("generation_retry_resnapshot", ARGUMENT_MISUSE);
+    let contexts: &[(&str, &str)] = &[
         (
             "server { listen 127.0.0.1:1; generation_retry_resnapshot on; }",
             "is not allowed here",
@@ -145,18 +165,8 @@ fn misuse_is_rejected_naming_the_directive_and_line() {
             "server { listen 127.0.0.1:1; location / { generation_retry_resnapshot on; } }",
             "is not allowed here",
         ),
-        (
-            "generation_retry_resnapshot on max=99999999999999999999;",
-            "invalid value",
-        ),
-        ("generation_retry_resnapshot \"\";", "invalid value \"\""),
-        (
-            "generation_retry_resnapshot off max=1 max=2;",
-            "invalid number of arguments",
-        ),
-        ("generation_retry_resnapshot 1;", "invalid value \"1\""),
     ];
-    assert_rejected("generation_retry_resnapshot", cases);
+    assert_rejected("generation_retry_resnapshot", contexts);
 }
 
 #[test]
@@ -195,42 +205,10 @@ fn stream_directive_passes_nginx_t_at_stream_and_upstream_level() {
 }
 
 #[test]
-fn stream_upstream_without_zone_warns_naming_it() {
-    let t = test_config(&stream_conf(
-        Flavor::with_module(),
-        "upstream nozone { server 127.0.0.2:1; generation_retry_resnapshot on; }",
-    ));
-    assert!(t.ok, "{}", t.stderr);
-    assert!(
-        t.stderr.contains("[warn]")
-            && t.stderr.contains("\"generation_retry_resnapshot\"")
-            && t.stderr
-                .contains("stream upstream \"nozone\" without \"zone\""),
-        "{}",
-        t.stderr
-    );
-}
-
-#[test]
 fn stream_misuse_is_rejected_naming_the_directive_and_line() {
-    let cases: &[(&str, &str)] = &[
-        ("generation_retry_resnapshot yes;", "invalid value \"yes\""),
-        (
-            "generation_retry_resnapshot;",
-            "invalid number of arguments",
-        ),
-        (
-            "generation_retry_resnapshot on max=0;",
-            "invalid value \"max=0\"",
-        ),
-        (
-            "generation_retry_resnapshot on limit=2;",
-            "invalid parameter \"limit=2\"",
-        ),
-        (
-            "generation_retry_resnapshot on;\ngeneration_retry_resnapshot off;",
-            "is duplicate",
-        ),
+    let stream = |snippet: &str| stream_conf(Flavor::with_module(), snippet);
+    assert_rejected_in(stream, "generation_retry_resnapshot", ARGUMENT_MISUSE);
+    let contexts: &[(&str, &str)] = &[
         (
             "upstream u { zone u 64k; server 127.0.0.2:1; \
              generation_retry_resnapshot on; generation_retry_resnapshot on; }",
@@ -241,14 +219,10 @@ fn stream_misuse_is_rejected_naming_the_directive_and_line() {
             "is not allowed here",
         ),
     ];
-    assert_rejected_in(
-        |snippet| stream_conf(Flavor::with_module(), snippet),
-        "generation_retry_resnapshot",
-        cases,
-    );
+    assert_rejected_in(stream, "generation_retry_resnapshot", contexts);
     // The status endpoint is http's: in stream it is misplaced.
     assert_rejected_in(
-        |snippet| stream_conf(Flavor::with_module(), snippet),
+        stream,
         "generation_retry_status",
         &[("generation_retry_status;", "is not allowed here")],
     );
