@@ -102,6 +102,20 @@ async fn reload_every_two_seconds_under_load() {
         ..Options::default()
     };
     let r = run_arm(Arm::ModuleOn, &opts, |_| {}).await;
+    println!(
+        "reload run: {} requests, {} reloads, {} swaps, {} first-attempt failures, \
+         busy {:?}, rescued {:?} (logged {}), 2-hop {}, 1-hop {}, other {}",
+        r.requests,
+        r.reloads,
+        r.swaps,
+        r.first_attempt_failures,
+        r.busy,
+        r.rescued,
+        r.rescued_logged,
+        r.two_hop_502,
+        r.one_hop_502,
+        r.other_errors
+    );
     assert!(
         r.reloads >= 25,
         "only {} reloads happened: {r:?}",
