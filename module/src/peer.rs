@@ -82,14 +82,14 @@ impl<P: Proto> Clone for PeerData<P> {
 }
 impl<P: Proto> Copy for PeerData<P> {}
 
-fn install<P: Proto>(pc: &mut ngx_peer_connection_t, pd: *mut PeerData<P>) {
+/// Points the peer connection's callbacks at the wrapper over `inner`, the
+/// state `pd` holds. `pd` is only stored, never read here.
+fn install<P: Proto>(pc: &mut ngx_peer_connection_t, pd: *mut PeerData<P>, inner: &Inner) {
     pc.data = pd.cast();
     pc.get = Some(get_peer::<P>);
     pc.free = Some(free_peer::<P>);
     // NULL stays NULL: callers test it before calling.
-    // SAFETY: install is called with a live, initialised PeerData.
-    let inner_notify = unsafe { (*pd).inner.notify };
-    pc.notify = inner_notify.and(Some(notify_peer::<P>));
+    pc.notify = inner.notify.and(Some(notify_peer::<P>));
     pc.set_session = Some(set_session::<P>);
     pc.save_session = Some(save_session::<P>);
 }
@@ -130,10 +130,11 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     // SAFETY: pc is &r->upstream->peer of the live request, not otherwise
     // referenced here.
     let pc = unsafe { &mut *pc };
+    let inner = Inner::take(pc);
     // SAFETY: `pd` is a fresh, aligned allocation of a PeerData.
     unsafe {
         pd.write(PeerData {
-            inner: Inner::take(pc),
+            inner,
             request: r,
             upstream: us,
             generation: snapshot,
@@ -141,7 +142,7 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
             resnapshots: 0,
         })
     };
-    install(pc, pd);
+    install(pc, pd, &inner);
     // SAFETY: the live request of this call.
     unsafe { P::on_init(r, pd.cast()) };
     Status::NGX_OK.into()
@@ -295,7 +296,6 @@ fn resnapshot<P: Proto>(
         return false;
     };
     let before = (pd.inner, pd.generation);
-    let pd_ptr: *mut PeerData<P> = pd;
 
     // SAFETY: as in get_peer.
     pd.generation = generation::<P>(unsafe { &*pd.upstream });
@@ -307,15 +307,15 @@ fn resnapshot<P: Proto>(
     let rc = unsafe { original(pd.request, pd.upstream) };
     // SAFETY: the call has returned; nothing else touches *pc meanwhile.
     let pc = unsafe { &mut *pc };
-    if rc == Status::NGX_OK.into() && pc.get.is_some() && !pc.data.is_null() {
+    let ok = rc == Status::NGX_OK.into() && pc.get.is_some() && !pc.data.is_null();
+    if ok {
         pd.inner = Inner::take(pc);
-        install(pc, pd_ptr);
-        true
     } else {
         (pd.inner, pd.generation) = before;
-        install(pc, pd_ptr);
-        false
     }
+    let inner = pd.inner;
+    install(pc, ptr::from_mut(pd), &inner);
+    ok
 }
 
 unsafe extern "C" fn free_peer<P: Proto>(
