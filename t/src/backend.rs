@@ -140,7 +140,7 @@ impl Backend {
     }
 
     async fn start_with(tls: Option<TlsAcceptor>) -> Backend {
-        let listeners = bind_all().await;
+        let listeners = bind_same_port(&ADDRS).await;
         let port = listeners[0].local_addr().unwrap().port();
         let state = Arc::new(State {
             tls,
@@ -260,14 +260,15 @@ impl Backend {
     }
 }
 
-async fn bind_all() -> Vec<TcpListener> {
+/// One listener on each of `addrs`, all with the same free port.
+pub(crate) async fn bind_same_port(addrs: &[Ipv4Addr]) -> Vec<TcpListener> {
     'retry: for _ in 0..50 {
-        let first = TcpListener::bind((ADDRS[0], 0))
+        let first = TcpListener::bind((addrs[0], 0))
             .await
-            .expect("bind 127.0.0.2");
+            .unwrap_or_else(|e| panic!("bind {}: {e}", addrs[0]));
         let port = first.local_addr().unwrap().port();
         let mut all = vec![first];
-        for ip in &ADDRS[1..] {
+        for ip in &addrs[1..] {
             match TcpListener::bind((*ip, port)).await {
                 Ok(l) => all.push(l),
                 Err(_) => continue 'retry,
@@ -275,7 +276,7 @@ async fn bind_all() -> Vec<TcpListener> {
         }
         return all;
     }
-    panic!("no port free on all of {ADDRS:?} after 50 tries");
+    panic!("no port free on all of {addrs:?} after 50 tries");
 }
 
 async fn accept_loop(listener: TcpListener, state: Arc<State>) {

@@ -26,15 +26,14 @@
 //!    module or the patch it reaches the new address and its bytes come
 //!    back intact.
 
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
 
+use crate::backend::bind_same_port;
 use crate::dns::{Answer, DnsServer};
 use crate::errorlog;
 use crate::load::Client;
@@ -54,7 +53,6 @@ pub const NEW: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 4);
 /// byte until the client half-closes.
 pub struct EchoBackend {
     port: u16,
-    accepted: Arc<Mutex<HashMap<Ipv4Addr, u64>>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -68,47 +66,25 @@ impl Drop for EchoBackend {
 
 impl EchoBackend {
     pub async fn start() -> EchoBackend {
-        let (port, listeners) = bind_pair().await;
-        let accepted = Arc::new(Mutex::new(HashMap::new()));
+        let listeners = bind_same_port(&[OLD, NEW]).await;
+        let port = listeners[0].local_addr().unwrap().port();
         let tasks = listeners
             .into_iter()
-            .map(|(ip, l)| {
-                let accepted = accepted.clone();
+            .zip([OLD, NEW])
+            .map(|(l, ip)| {
                 tokio::spawn(async move {
                     while let Ok((s, _)) = l.accept().await {
-                        *accepted.lock().unwrap().entry(ip).or_insert(0) += 1;
                         tokio::spawn(echo(s, ip));
                     }
                 })
             })
             .collect();
-        EchoBackend {
-            port,
-            accepted,
-            tasks,
-        }
+        EchoBackend { port, tasks }
     }
 
     pub fn port(&self) -> u16 {
         self.port
     }
-
-    /// Connections accepted on `ip`.
-    pub fn accepted(&self, ip: Ipv4Addr) -> u64 {
-        self.accepted.lock().unwrap().get(&ip).copied().unwrap_or(0)
-    }
-}
-
-/// Listeners on OLD:P and NEW:P for one free P.
-async fn bind_pair() -> (u16, Vec<(Ipv4Addr, TcpListener)>) {
-    for _ in 0..50 {
-        let first = TcpListener::bind((OLD, 0)).await.expect("bind 127.0.0.3");
-        let port = first.local_addr().unwrap().port();
-        if let Ok(second) = TcpListener::bind((NEW, port)).await {
-            return (port, vec![(OLD, first), (NEW, second)]);
-        }
-    }
-    panic!("no port free on both 127.0.0.3 and 127.0.0.4");
 }
 
 async fn echo(mut s: TcpStream, ip: Ipv4Addr) {
