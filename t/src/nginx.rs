@@ -177,7 +177,7 @@ impl Config {
         } else {
             format!(
                 "stream {{\n    log_format stream_log '$remote_port|$upstream_addr|$status|\
-                 $bytes_received|$bytes_sent|$upstream_connect_time|$msec';\n    \
+                 $bytes_received|$bytes_sent|$upstream_connect_time|$msec|$server_port';\n    \
                  access_log {p}/logs/stream.log stream_log;\n{}\n}}\n",
                 self.substitute(&self.stream, port)
             )
@@ -428,7 +428,7 @@ impl Nginx {
     }
 
     /// The stream access log's lines (`$remote_port|$upstream_addr|$status|
-    /// $bytes_received|$bytes_sent|$upstream_connect_time|$msec`).
+    /// $bytes_received|$bytes_sent|$upstream_connect_time|$msec|$server_port`).
     pub fn stream_log(&self) -> String {
         fs::read_to_string(self.prefix.join("logs/stream.log")).unwrap_or_default()
     }

@@ -222,6 +222,8 @@ pub struct StreamEntry {
     pub bytes_sent: u64,
     /// When the session ended (seconds since the epoch).
     pub msec: f64,
+    /// `$server_port`: the listener the session came in on.
+    pub server_port: u16,
 }
 
 pub fn parse_stream_log(text: &str) -> Vec<StreamEntry> {
@@ -235,6 +237,7 @@ pub fn parse_stream_log(text: &str) -> Vec<StreamEntry> {
                 bytes_received: f.get(3)?.parse().ok()?,
                 bytes_sent: f.get(4)?.parse().ok()?,
                 msec: f.get(6)?.parse().ok()?,
+                server_port: f.get(7)?.parse().ok()?,
             })
         })
         .collect()
@@ -424,7 +427,7 @@ impl StreamLab {
             .reply(Duration::from_secs(15))
             .await
             .unwrap_or_else(|e| panic!("race session on be{slot}: {e}"));
-        let entry = self.stream_entry(reply.port).await;
+        let entry = self.stream_entry(self.ports[slot], reply.port).await;
         let errors = self.session_errors(slot);
         StreamRace {
             upstream: format!("be{slot}"),
@@ -437,19 +440,24 @@ impl StreamLab {
         }
     }
 
-    /// Waits (bounded) for the stream log line of the session from `port`.
-    pub async fn stream_entry(&self, port: u16) -> StreamEntry {
+    /// Waits (bounded) for the stream log line of the session from client
+    /// port `port` to listener port `server_port`. The client port alone is
+    /// not enough: the kernel hands an ephemeral port out again for another
+    /// destination, so a probe of an earlier race on another upstream's
+    /// listener may have had it. Within one race the pair is unique: the
+    /// race session holds its port while the probes run.
+    pub async fn stream_entry(&self, server_port: u16, port: u16) -> StreamEntry {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             if let Some(e) = parse_stream_log(&self.nginx.stream_log())
                 .into_iter()
-                .find(|e| e.port == port)
+                .find(|e| e.port == port && e.server_port == server_port)
             {
                 return e;
             }
             assert!(
                 Instant::now() < deadline,
-                "no stream log line for port {port}"
+                "no stream log line for 127.0.0.1:{server_port} from port {port}"
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -491,8 +499,9 @@ mod tests {
 
     #[test]
     fn stream_log_lines_parse_and_garbage_is_skipped() {
-        let log = "40000|127.0.0.2:1, be0|502|0|0|-|1795984829.033\n\
-                   40001|127.0.0.2:1, 127.0.0.4:2|200|65536|65546|0.001|1795984830.5\n\
+        let log = "40000|127.0.0.2:1, be0|502|0|0|-|1795984829.033|9000\n\
+                   40001|127.0.0.2:1, 127.0.0.4:2|200|65536|65546|0.001|1795984830.5|9001\n\
+                   40002|127.0.0.2:1, be0|502|0|0|-|1795984831.000\n\
                    garbage\n";
         let e = parse_stream_log(log);
         assert_eq!(e.len(), 2);
@@ -502,6 +511,7 @@ mod tests {
         assert_eq!(e[1].bytes_received, 65536);
         assert_eq!(e[1].bytes_sent, 65546);
         assert_eq!(e[1].msec, 1795984830.5);
+        assert_eq!(e[1].server_port, 9001);
     }
 
     #[test]
