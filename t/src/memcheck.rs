@@ -25,6 +25,18 @@ pub fn log_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// A harness bound scaled for the run: nginx under memcheck runs tens of
+/// times slower (every first path through freshly translated code), so
+/// each bounded wait on nginx grows sixfold there and stays as it is
+/// otherwise.
+pub fn patience(bound: std::time::Duration) -> std::time::Duration {
+    if log_dir().is_some() {
+        bound * 6
+    } else {
+        bound
+    }
+}
+
 /// The suppressions for nginx's own known behaviour.
 pub fn suppressions() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci/valgrind.supp")

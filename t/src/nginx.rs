@@ -5,11 +5,13 @@
 //! `exited on signal` in its error.log, and, under valgrind memcheck (see
 //! [`crate::memcheck`]), on any memory error or definite leak.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::accesslog::{self, Entry, LOG_FORMAT_NAME};
@@ -221,12 +223,22 @@ fn fresh_prefix(tag: &str) -> PathBuf {
     dir
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; nginx binds it next).
+/// A free TCP port on 127.0.0.1 (bound and released; nginx binds it next),
+/// never one this process handed out before: the kernel may well give a
+/// released port again, and two listeners of one nginx, or of two tests
+/// running side by side, must not collide.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind 127.0.0.1:0")
+            .port();
+        if given.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// The result of `nginx -t`.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{Backend, ADDR_A, ADDR_B};
 use crate::dns::{Answer, DnsServer};
 use crate::load::{Client, Response};
+use crate::memcheck::patience;
 use crate::nginx::{Config, Flavor, Nginx};
 use crate::{accesslog::Entry, errorlog};
 
@@ -230,9 +231,9 @@ impl Lab {
     /// Polls with requests until one is answered by `ip`: proof that nginx's
     /// peer list holds the address the DNS gave it. Probes vary their path
     /// and source address, so hashing balancers reach every peer. Bounded:
-    /// 10 s.
+    /// 10 s, six times that under memcheck.
     pub async fn wait_proxying_to(&self, ip: Ipv4Addr, tag: &str) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + patience(Duration::from_secs(10));
         let want = format!("{ip}\n");
         for k in 0.. {
             let client = if self.keepalive {
@@ -257,13 +258,33 @@ impl Lab {
 
     /// Waits (bounded) for the access log line of `path`.
     pub async fn access_entry(&self, path: &str) -> Entry {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + patience(Duration::from_secs(5));
         loop {
             if let Some(e) = self.nginx.access_entry(path) {
                 return e;
             }
             assert!(Instant::now() < deadline, "no access log line for {path}");
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits (bounded) until the access log holds `n` lines whose path
+    /// starts with `prefix`, and returns them: a worker logs a request just
+    /// after its last byte left, so a client can finish before the line is
+    /// written.
+    pub async fn access_entries(&self, prefix: &str, n: usize) -> Vec<Entry> {
+        let deadline = Instant::now() + patience(Duration::from_secs(5));
+        loop {
+            let lines: Vec<Entry> = self
+                .nginx
+                .access_log()
+                .into_iter()
+                .filter(|e| e.path.starts_with(prefix))
+                .collect();
+            if lines.len() >= n || Instant::now() >= deadline {
+                return lines;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -305,7 +326,7 @@ impl Lab {
             tokio::spawn(async move { client.get(&path).await })
         };
         let held = hold
-            .caught(Duration::from_secs(10))
+            .caught(patience(Duration::from_secs(10)))
             .await
             .unwrap_or_else(|e| panic!("race {i}: {e}"));
         if self.keepalive {
@@ -317,7 +338,12 @@ impl Lab {
         let since = Instant::now();
         self.dns.set_a(NAME, new);
         self.dns
-            .wait_answered(NAME, &Answer::A(vec![new]), since, Duration::from_secs(10))
+            .wait_answered(
+                NAME,
+                &Answer::A(vec![new]),
+                since,
+                patience(Duration::from_secs(10)),
+            )
             .await
             .unwrap_or_else(|e| panic!("race {i}: {e}"));
         self.wait_proxying_to(new, &format!("/probe/{i}")).await;
@@ -352,7 +378,7 @@ impl Lab {
         let path = format!("/plain/{i}");
         let request = tokio::spawn(async move { client.get(&path).await });
         let held = hold
-            .caught(Duration::from_secs(10))
+            .caught(patience(Duration::from_secs(10)))
             .await
             .unwrap_or_else(|e| panic!("retry {i}: {e}"));
         let released = Instant::now();
@@ -428,7 +454,7 @@ impl Lab {
 
     /// Polls the module's peers gauge until it reads `n`.
     pub async fn wait_peers(&self, n: u64) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + patience(Duration::from_secs(10));
         loop {
             if self.status("be").await["peers"].as_u64() == Some(n) {
                 return;

@@ -37,6 +37,7 @@ use crate::backend::bind_same_port;
 use crate::dns::{Answer, DnsServer};
 use crate::errorlog;
 use crate::load::Client;
+use crate::memcheck::patience;
 use crate::nginx::{free_port, Config, Flavor, Nginx};
 use crate::rng::Rng;
 
@@ -177,10 +178,11 @@ impl Session {
     /// Connects to `addr`, then sends `payload`, half-closes and reads to
     /// EOF in the background.
     pub async fn open(addr: SocketAddr, payload: Vec<u8>) -> Session {
-        let mut s = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
-            .await
-            .expect("connect to nginx in time")
-            .expect("connect to nginx");
+        let mut s =
+            tokio::time::timeout(patience(Duration::from_secs(5)), TcpStream::connect(addr))
+                .await
+                .expect("connect to nginx in time")
+                .expect("connect to nginx");
         let port = s.local_addr().unwrap().port();
         let task = tokio::spawn(async move {
             let mut reply = Reply {
@@ -244,13 +246,15 @@ pub fn parse_stream_log(text: &str) -> Vec<StreamEntry> {
 }
 
 /// The stream block: `slots` upstreams `be0..`, each with its own listen
-/// port `${SPORT<i>}`.
+/// port `${SPORT<i>}`. The resolver is the stream level's, shared by every
+/// upstream: one query, joined by all of them, resolves the backup
+/// everywhere at once (a `resolver` in each upstream would be a resolver,
+/// and a query, per upstream).
 fn stream_block(slots: usize) -> String {
-    let mut s = String::from("    ${STREAM_TOP}\n");
+    let mut s = String::from("    resolver ${DNS} valid=1s ipv6=off;\n    ${STREAM_TOP}\n");
     for i in 0..slots {
         s.push_str(&format!(
-            "    upstream be{i} {{\n        zone be{i} 64k;\n        \
-             resolver ${{DNS}} valid=1s ipv6=off;\n        ${{PRE}}\n        \
+            "    upstream be{i} {{\n        zone be{i} 64k;\n        ${{PRE}}\n        \
              server 127.0.0.2:${{APORT}} max_conns=1;\n        \
              server {NAME}:${{BPORT}} resolve backup;\n        ${{EXTRA}}\n    }}\n    \
              server {{\n        listen 127.0.0.1:${{SPORT{i}}};\n        proxy_pass be{i};\n        \
@@ -302,6 +306,22 @@ pub struct StreamLab {
     current: Ipv4Addr,
 }
 
+/// Polls the module's status until stream upstream `name` holds `n` peers.
+async fn wait_peers(http: &Client, name: &str, n: u64) {
+    let deadline = Instant::now() + patience(Duration::from_secs(10));
+    loop {
+        let status = crate::scenario::status_object(http, "stream", Some(name)).await;
+        if matches!(&status, Ok(s) if s["peers"].as_u64() == Some(n)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stream upstream {name} never held {n} peers: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// What one stream race produced.
 #[derive(Debug)]
 pub struct StreamRace {
@@ -329,7 +349,8 @@ impl StreamLab {
         dns.set_a(NAME, OLD);
         let backend = EchoBackend::start().await;
         let hole = BlackHole::start().await;
-        let status = if spec.flavor.module.is_some() {
+        let module = spec.flavor.module.is_some();
+        let status = if module {
             "generation_retry_status;"
         } else {
             "return 404;"
@@ -356,13 +377,26 @@ impl StreamLab {
         let http = Client::new(nginx.url(""));
         // Ready when the backup is resolved: a race session initialised
         // before that would count one try only and never retry. nginx asked
-        // and was answered (one query serves every upstream: the resolver
-        // joins queries for the same name); an HTTP round trip through the
-        // same worker afterwards means it has read that answer too.
-        dns.wait_answered(NAME, &Answer::A(vec![OLD]), since, Duration::from_secs(10))
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", nginx.error_log()));
+        // and was answered (one query serves every upstream: they share the
+        // stream level's resolver, which joins queries for the same name);
+        // an HTTP round trip through the same worker afterwards means it
+        // has read that answer too.
+        dns.wait_answered(
+            NAME,
+            &Answer::A(vec![OLD]),
+            since,
+            patience(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", nginx.error_log()));
         http.get("/ready").await;
+        if module {
+            // Where the module can show it, see it: every upstream holds
+            // both peers.
+            for i in 0..spec.slots {
+                wait_peers(&http, &format!("be{i}"), 2).await;
+            }
+        }
         StreamLab {
             dns,
             backend,
@@ -379,16 +413,17 @@ impl StreamLab {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports[slot]))
     }
 
-    /// Probes `slot` until a probe is answered by `ip` (bounded: 10 s).
+    /// Probes `slot` until a probe is answered by `ip` (bounded: 10 s, six times that
+    /// under memcheck).
     /// A probe that hangs reached the black hole: the race session does not
     /// hold the primary, and the scenario is broken.
     async fn wait_backup_is(&self, slot: usize, ip: Ipv4Addr) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + patience(Duration::from_secs(10));
         let mut last = None;
         while Instant::now() < deadline {
             let probe = Session::open(self.addr(slot), b"probe".to_vec()).await;
             let reply = probe
-                .reply(Duration::from_secs(3))
+                .reply(patience(Duration::from_secs(3)))
                 .await
                 .unwrap_or_else(|e| {
                     panic!("a probe of be{slot} hung ({e}): it reached the black hole")
@@ -424,7 +459,7 @@ impl StreamLab {
         self.hole.close();
 
         let reply = session
-            .reply(Duration::from_secs(15))
+            .reply(patience(Duration::from_secs(15)))
             .await
             .unwrap_or_else(|e| panic!("race session on be{slot}: {e}"));
         let entry = self.stream_entry(self.ports[slot], reply.port).await;
@@ -447,7 +482,7 @@ impl StreamLab {
     /// listener may have had it. Within one race the pair is unique: the
     /// race session holds its port while the probes run.
     pub async fn stream_entry(&self, server_port: u16, port: u16) -> StreamEntry {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + patience(Duration::from_secs(5));
         loop {
             if let Some(e) = parse_stream_log(&self.nginx.stream_log())
                 .into_iter()

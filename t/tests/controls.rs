@@ -34,12 +34,7 @@ async fn dns_alternation_alone_gives_no_errors() {
     assert_all_ok(&sent);
     // Only the load's lines: readiness probes before the first resolution
     // legitimately meet an empty peer list.
-    let load: Vec<_> = lab
-        .nginx
-        .access_log()
-        .into_iter()
-        .filter(|e| e.path.starts_with("/alt/"))
-        .collect();
+    let load = lab.access_entries("/alt/", sent.len()).await;
     let t = tally(&load);
     assert_eq!(t.requests, sent.len());
     assert_eq!(t.status_502, 0, "{t:?}");

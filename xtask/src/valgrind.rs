@@ -120,9 +120,9 @@ fn run_tests(install_dir: &Path, dir: &Path, tests: &[&str], filter: &[&str]) ->
     for t in tests {
         cmd.args(["--test", t]);
     }
-    if !filter.is_empty() {
-        cmd.arg("--").args(filter);
-    }
+    // One test at a time: a test may start several nginx at once, each
+    // tens of times slower under memcheck, and two cores are all CI has.
+    cmd.arg("--").arg("--test-threads=1").args(filter);
     run(cmd
         .env(ENV, dir)
         .env("GENERATION_RETRY_NGINX_DIR", install_dir))
