@@ -452,16 +452,9 @@ impl Lab {
         errorlog::two_hop_pair(&self.nginx.error_log(), &format!(" {path} HTTP/"))
     }
 
-    /// Polls the module's peers gauge until it reads `n`.
+    /// Polls the module's peers gauge of `be` until it reads `n`.
     pub async fn wait_peers(&self, n: u64) {
-        let deadline = Instant::now() + patience(Duration::from_secs(10));
-        loop {
-            if self.status("be").await["peers"].as_u64() == Some(n) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "upstream never had {n} peers");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        wait_peers(&self.client, "http", "be", n).await;
     }
 
     /// Reloads nginx with `${name}` of the configuration set to `value`
@@ -493,6 +486,23 @@ impl Lab {
 
 /// The module's JSON status object (from `/status?format=json`) of the
 /// `protocol` upstream `name`, or of the first `protocol` upstream.
+/// Polls the module's status until `protocol` upstream `name` holds `n`
+/// peers (bounded: 10 s, six times that under memcheck).
+pub async fn wait_peers(client: &Client, protocol: &str, name: &str, n: u64) {
+    let deadline = Instant::now() + patience(Duration::from_secs(10));
+    loop {
+        let status = status_object(client, protocol, Some(name)).await;
+        if matches!(&status, Ok(s) if s["peers"].as_u64() == Some(n)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{protocol} upstream {name} never held {n} peers: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 pub async fn status_object(
     client: &Client,
     protocol: &str,

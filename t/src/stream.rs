@@ -306,22 +306,6 @@ pub struct StreamLab {
     current: Ipv4Addr,
 }
 
-/// Polls the module's status until stream upstream `name` holds `n` peers.
-async fn wait_peers(http: &Client, name: &str, n: u64) {
-    let deadline = Instant::now() + patience(Duration::from_secs(10));
-    loop {
-        let status = crate::scenario::status_object(http, "stream", Some(name)).await;
-        if matches!(&status, Ok(s) if s["peers"].as_u64() == Some(n)) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "stream upstream {name} never held {n} peers: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// What one stream race produced.
 #[derive(Debug)]
 pub struct StreamRace {
@@ -394,7 +378,7 @@ impl StreamLab {
             // Where the module can show it, see it: every upstream holds
             // both peers.
             for i in 0..spec.slots {
-                wait_peers(&http, &format!("be{i}"), 2).await;
+                crate::scenario::wait_peers(&http, "stream", &format!("be{i}"), 2).await;
             }
         }
         StreamLab {
