@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use generation_retry_t::backend::{ADDR_A, ADDR_B};
 use generation_retry_t::dns::Answer;
+use generation_retry_t::memcheck::patience;
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, Spec, NAME};
 use reqwest::Method;
@@ -122,7 +123,10 @@ async fn unusable_peers_are_counted_as_unavailable() {
     let hold = lab.backend.arm_hold_any();
     let client = lab.client.clone();
     let first = tokio::spawn(async move { client.get("/occupy").await });
-    let held = hold.caught(Duration::from_secs(10)).await.unwrap();
+    let held = hold
+        .caught(patience(Duration::from_secs(10)))
+        .await
+        .unwrap();
 
     let r = lab.client.get("/refused").await;
     assert_eq!(r.status(), 502);
@@ -160,11 +164,19 @@ async fn sent_non_idempotent_requests_are_not_retried() {
                     .await
             })
         };
-        let held = hold.caught(Duration::from_secs(10)).await.unwrap();
+        let held = hold
+            .caught(patience(Duration::from_secs(10)))
+            .await
+            .unwrap();
         let since = std::time::Instant::now();
         lab.dns.set_a(NAME, next);
         lab.dns
-            .wait_answered(NAME, &Answer::A(vec![next]), since, Duration::from_secs(10))
+            .wait_answered(
+                NAME,
+                &Answer::A(vec![next]),
+                since,
+                patience(Duration::from_secs(10)),
+            )
             .await
             .unwrap();
         lab.wait_proxying_to(next, &format!("/probe/{i}")).await;
