@@ -479,13 +479,14 @@ impl Nginx {
     /// old master has exited; the new master is stopped on drop. Bounded.
     pub async fn binary_upgrade(&mut self) {
         let old = self.pid();
+        let workers = || self.error_log().matches("start worker process").count();
+        let before = workers();
         self.signal(libc::SIGUSR2);
         let deadline = Instant::now() + Duration::from_secs(20);
         let new = loop {
-            let workers = self.error_log().matches("start worker process").count();
             match self.pid_file() {
                 // The new master wrote its pid file and started a worker.
-                Some(pid) if pid != old && workers >= 2 => break pid,
+                Some(pid) if pid != old && workers() > before => break pid,
                 _ => {}
             }
             assert!(
