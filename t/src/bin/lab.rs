@@ -2,7 +2,7 @@
 //! the workarounds people use today) under the same load and faults; prints
 //! the table and writes results.json, results.csv and chart.svg.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -125,6 +125,7 @@ fn utc_stamp() -> String {
     )
 }
 
+/// The arm's progress bar, drawn over the previous one.
 fn progress_line(i: usize, n: usize, arm: &str, f: f64) {
     let width = 30;
     let done = (f * width as f64).round() as usize;
@@ -163,7 +164,15 @@ async fn main() -> ExitCode {
     let n = args.arms.len();
     for (i, arm) in args.arms.iter().copied().enumerate() {
         let name = arm.name();
-        let r = lab::run_arm(arm, o, move |f| progress_line(i, n, name, f)).await;
+        // Redrawn in place on a terminal; into a file or a CI log only the
+        // finished bar is written, one line per arm.
+        let tty = std::io::stderr().is_terminal();
+        let r = lab::run_arm(arm, o, move |f| {
+            if tty {
+                progress_line(i, n, name, f)
+            }
+        })
+        .await;
         progress_line(i, n, name, 1.0);
         eprintln!();
         results.push(r);
