@@ -391,7 +391,8 @@ pub async fn run_arm(
         None
     };
     // Let nginx write the last log lines, then stop it.
-    let entries: Vec<Entry> = wait_logged(&nginx, &sent).await;
+    // The access log entries of the load, once every sent request is logged.
+    let entries: Vec<Entry> = nginx.access_entries("/lab/", sent.len()).await;
     let error_log = nginx.error_log();
     let swaps = dns.swaps("app.test");
     nginx.finish();
@@ -642,22 +643,6 @@ async fn wait_ready(client: &Client) {
         }
         assert!(Instant::now() < deadline, "nginx never became ready");
         tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// The access log entries of the load, once every sent request is logged.
-async fn wait_logged(nginx: &Nginx, sent: &[Sent]) -> Vec<Entry> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let entries: Vec<Entry> = nginx
-            .access_log()
-            .into_iter()
-            .filter(|e| e.path.starts_with("/lab/"))
-            .collect();
-        if entries.len() >= sent.len() || Instant::now() > deadline {
-            return entries;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

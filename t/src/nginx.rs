@@ -456,6 +456,26 @@ impl Nginx {
         self.access_log().into_iter().find(|e| e.path == path)
     }
 
+    /// Waits (bounded: 5 s, six times that under memcheck) until the access
+    /// log holds `n` lines whose path starts with `prefix`, and returns
+    /// them, fewer if the bound passed: a worker logs a request just after
+    /// its last byte left, so a client can finish before the line is
+    /// written.
+    pub async fn access_entries(&self, prefix: &str, n: usize) -> Vec<Entry> {
+        let deadline = Instant::now() + memcheck::patience(Duration::from_secs(5));
+        loop {
+            let lines: Vec<Entry> = self
+                .access_log()
+                .into_iter()
+                .filter(|e| e.path.starts_with(prefix))
+                .collect();
+            if lines.len() >= n || Instant::now() >= deadline {
+                return lines;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// The master's pid.
     pub fn pid(&self) -> libc::pid_t {
         match (self.adopted, &self.child) {

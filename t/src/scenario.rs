@@ -268,26 +268,6 @@ impl Lab {
         }
     }
 
-    /// Waits (bounded) until the access log holds `n` lines whose path
-    /// starts with `prefix`, and returns them: a worker logs a request just
-    /// after its last byte left, so a client can finish before the line is
-    /// written.
-    pub async fn access_entries(&self, prefix: &str, n: usize) -> Vec<Entry> {
-        let deadline = Instant::now() + patience(Duration::from_secs(5));
-        loop {
-            let lines: Vec<Entry> = self
-                .nginx
-                .access_log()
-                .into_iter()
-                .filter(|e| e.path.starts_with(prefix))
-                .collect();
-            if lines.len() >= n || Instant::now() >= deadline {
-                return lines;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
     /// The deterministic race, once:
     ///
     /// 1. a request on a warm keepalive connection to the current address is

@@ -34,7 +34,7 @@ async fn dns_alternation_alone_gives_no_errors() {
     assert_all_ok(&sent);
     // Only the load's lines: readiness probes before the first resolution
     // legitimately meet an empty peer list.
-    let load = lab.access_entries("/alt/", sent.len()).await;
+    let load = lab.nginx.access_entries("/alt/", sent.len()).await;
     let t = tally(&load);
     assert_eq!(t.requests, sent.len());
     assert_eq!(t.status_502, 0, "{t:?}");
