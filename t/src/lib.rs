@@ -14,3 +14,16 @@ pub mod nginx;
 pub mod rng;
 pub mod scenario;
 pub mod stream;
+
+/// How many times a test repeats its scripted race: `default`, unless
+/// `GENERATION_RETRY_REPEATS` says otherwise (`cargo xtask nginx-test
+/// --nginx all` runs the other versions' races 5 times each; the default
+/// version's keep their full count).
+pub fn repeats(default: usize) -> usize {
+    match std::env::var("GENERATION_RETRY_REPEATS") {
+        Ok(v) => v.parse().ok().filter(|n| *n > 0).unwrap_or_else(|| {
+            panic!("GENERATION_RETRY_REPEATS={v}: expected a count of 1 or more")
+        }),
+        Err(_) => default,
+    }
+}

@@ -184,10 +184,14 @@ impl Config {
                 self.substitute(&self.stream, port)
             )
         };
-        let load = match &self.flavor.module {
-            Some(m) => format!("load_module {};\n", m.display()),
-            None => String::new(),
-        };
+        // An nginx whose stream module is dynamic (Debian's) names it in
+        // `modules-first.conf` beside its binaries: it is loaded first, as
+        // its `50-mod-stream.conf` is before any module that needs it.
+        let mut load =
+            fs::read_to_string(install_dir().join("modules-first.conf")).unwrap_or_default();
+        if let Some(m) = &self.flavor.module {
+            load.push_str(&format!("load_module {};\n", m.display()));
+        }
         // As root, workers would switch to `nobody` and could not enter a
         // 0700 prefix; nginx's own test suite runs them as root for this.
         let user = if is_root() { "user root;\n" } else { "" };
@@ -196,7 +200,12 @@ impl Config {
              error_log {p}/logs/error.log info;\npid {p}/logs/nginx.pid;\n\
              events {{ worker_connections 4096; }}\n\
              http {{\n    log_format {LOG_FORMAT_NAME} {format};\n    \
-             access_log {p}/logs/access.log {LOG_FORMAT_NAME};\n{http}\n}}\n{stream}",
+             access_log {p}/logs/access.log {LOG_FORMAT_NAME};\n    \
+             client_body_temp_path {p}/client_body_temp;\n    \
+             proxy_temp_path {p}/proxy_temp;\n    \
+             fastcgi_temp_path {p}/fastcgi_temp;\n    \
+             uwsgi_temp_path {p}/uwsgi_temp;\n    \
+             scgi_temp_path {p}/scgi_temp;\n{http}\n}}\n{stream}",
             workers = self.workers,
             master = if self.wrapper.is_empty() { "on" } else { "off" },
             daemon = if self.daemon { "on" } else { "off" },

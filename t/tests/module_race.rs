@@ -4,15 +4,14 @@ use generation_retry_t::accesslog::Shape;
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::Lab;
 
-const REPEATS: usize = 20;
-
 /// `on`: every scripted race is rescued: 200 from the new address,
 /// `$upstream_addr` "OLD:P, NEW:P", one retry-phase busy, one re-snapshot,
 /// one rescue per race.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn module_on_rescues_the_race() {
     let mut lab = Lab::start(Flavor::with_module(), "generation_retry_resnapshot on;").await;
-    for i in 0..REPEATS {
+    let repeats = generation_retry_t::repeats(20);
+    for i in 0..repeats {
         let race = lab.race_once(i).await;
         lab.assert_rescued(&race);
         assert_eq!(race.entry.shape(), Shape::Other);
@@ -33,7 +32,7 @@ async fn module_on_rescues_the_race() {
     }
     lab.assert_rescue_log(
         "generation_retry: upstream \"be\" peer list changed",
-        REPEATS,
+        repeats,
     );
     lab.finish();
 }

@@ -4,8 +4,6 @@ use generation_retry_t::accesslog::Shape;
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::Lab;
 
-const REPEATS: usize = 20;
-
 /// Stock nginx answers the scripted race with the 2-hop 502, every time:
 /// `$upstream_addr` "OLD:P, be", and error.log's `upstream prematurely closed
 /// connection` then `no live upstreams` on the same connection.
@@ -13,7 +11,8 @@ const REPEATS: usize = 20;
 async fn stock_reproduces_two_hop_502() {
     let mut lab = Lab::start(Flavor::stock(), "").await;
     let mut reproduced = 0;
-    for i in 0..REPEATS {
+    let repeats = generation_retry_t::repeats(20);
+    for i in 0..repeats {
         let race = lab.race_once(i).await;
         let expected = format!("{}, be", lab.upstream_addr(race.old));
         assert_eq!(race.response.status(), 502, "race {i}: {race:?}");
@@ -26,6 +25,6 @@ async fn stock_reproduces_two_hop_502() {
         );
         reproduced += 1;
     }
-    assert_eq!(reproduced, REPEATS);
+    assert_eq!(reproduced, repeats);
     lab.finish();
 }

@@ -1,58 +1,243 @@
-//! `cargo xtask build`: nginx 1.28.0 (built by nginx-sys from the nginx-src
-//! crate) and the module, copied to fixed paths:
+//! `cargo xtask build [--nginx VERSION|all] [--nginx-source PATH]`: nginx
+//! and the module, copied to fixed paths for each version:
 //!
-//! - `target/nginx/1.28.0/stock/sbin/nginx`
-//! - `target/nginx/1.28.0/patched/sbin/nginx` (see `patched.rs`)
-//! - `target/nginx/1.28.0/modules/ngx_http_upstream_generation_retry_module.so`
+//! - `target/nginx/VERSION/stock/sbin/nginx`
+//! - `target/nginx/VERSION/patched/sbin/nginx` (see `patched.rs`)
+//! - `target/nginx/VERSION/modules/ngx_http_upstream_generation_retry_module.so`
+//!
+//! The default version (1.28.0) is built by nginx-sys from the nginx-src
+//! crate; the others from their source (`versions.rs`), configured with the
+//! same flags, with the module built against that tree's `objs`.
 
+use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::{cargo, install_dir, prereq, Result, NGINX_VERSION};
+use crate::patched::{configure, copy_source, fnv1a, is_fresh, make, write_stamp, StockBuild};
+use crate::versions::{self, Selection, Which, DEFAULT, FLAGS, MATRIX};
+use crate::{cargo, prereq, root, run, target_dir, version_dir, Result};
 
 pub const MODULE_PACKAGE: &str = "ngx_http_upstream_generation_retry_module";
 pub const MODULE_FILE: &str = "ngx_http_upstream_generation_retry_module.so";
 
-/// Builds everything; returns the install directory.
+/// Builds the default version; returns its install directory.
 pub fn build() -> Result<PathBuf> {
-    build_all().map(|built| built.install)
+    build_version(DEFAULT, None).map(|built| built.install)
 }
 
-/// What `build` made: the install directory, and the objs directory of the
-/// stock nginx (its `last-build-info` names the nginx source tree).
+/// What a build made.
 pub struct Built {
+    pub version: String,
+    /// `target/nginx/VERSION`.
     pub install: PathBuf,
-    pub stock_objs: PathBuf,
+    /// The pristine source tree it was built from.
+    pub source: PathBuf,
+    /// How long it took, when something was (re)built.
+    pub seconds: f64,
 }
 
-pub fn build_all() -> Result<Built> {
+/// Builds what `--nginx` selected, in [`MATRIX`] order for `all`.
+pub fn build_selection(sel: &Selection) -> Result<Vec<Built>> {
+    match &sel.which {
+        Which::One(v) => Ok(vec![build_version(v, sel.source.as_deref())?]),
+        Which::All => MATRIX.iter().map(|v| build_version(v, None)).collect(),
+    }
+}
+
+/// Builds one version: the vendored default, or any other from its source
+/// (`version` may be empty when `source` names it).
+pub fn build_version(version: &str, source: Option<&Path>) -> Result<Built> {
     prereq::ensure()?;
-
-    let found = cargo_build_module()?;
-    let install = install_dir();
-    let stock_nginx = install.join("stock/sbin/nginx");
-    let module = install.join("modules").join(MODULE_FILE);
-
-    copy_if_changed(&found.nginx_build_dir.join("nginx"), &stock_nginx)?;
-    copy_if_changed(&found.module, &module)?;
-    check_nginx(&stock_nginx)?;
-    let patched = crate::patched::build(&found.nginx_build_dir, &install)?;
-    check_nginx(&patched)?;
-
-    eprintln!("xtask: nginx  {}", stock_nginx.display());
-    eprintln!("xtask: module {}", module.display());
+    let started = Instant::now();
+    let mut built = if version == DEFAULT && source.is_none() {
+        build_vendored()?
+    } else {
+        build_from_source(version, source)?
+    };
+    built.seconds = started.elapsed().as_secs_f64();
+    let install = &built.install;
     eprintln!(
-        "xtask: nginx  {} (with nginx-src-patches)",
-        patched.display()
+        "xtask: nginx {}: {} and {}, module {} ({:.1} s)",
+        built.version,
+        install.join("stock/sbin/nginx").display(),
+        install.join("patched/sbin/nginx").display(),
+        install.join("modules").join(MODULE_FILE).display(),
+        built.seconds
     );
+    Ok(built)
+}
+
+/// nginx 1.28.0 as nginx-sys builds it from the nginx-src crate, the module
+/// built with it, and the patched nginx from the same tree.
+fn build_vendored() -> Result<Built> {
+    let found = cargo_build_module()?;
+    let install = version_dir(DEFAULT);
+    let stock_nginx = install.join("stock/sbin/nginx");
+    copy_if_changed(&found.nginx_build_dir.join("nginx"), &stock_nginx)?;
+    copy_if_changed(&found.module, &install.join("modules").join(MODULE_FILE))?;
+    check_nginx(&stock_nginx, DEFAULT)?;
+
+    let stock = StockBuild::read(&found.nginx_build_dir)?;
+    if stock.flags != FLAGS {
+        return Err(format!(
+            "nginx-src configured nginx with {:?}, not the flags every other version \
+             is built with ({FLAGS:?}): update versions::FLAGS",
+            stock.flags
+        ));
+    }
+    let identity = stock.source.to_string_lossy().into_owned();
+    let patched = crate::patched::build(DEFAULT, &stock.source, &identity, &stock.flags, &install)?;
+    check_nginx(&patched, DEFAULT)?;
     Ok(Built {
+        version: DEFAULT.to_string(),
         install,
-        stock_objs: found.nginx_build_dir,
+        source: stock.source,
+        seconds: 0.0,
     })
+}
+
+/// Any other nginx: its pristine source (`versions::source`), configured
+/// with [`FLAGS`] and built in `target/nginx/VERSION/stock-build`, the
+/// module built against that tree, and the patched nginx.
+fn build_from_source(version: &str, user: Option<&Path>) -> Result<Built> {
+    let src = versions::source(version, user)?;
+    let version = src.version.clone();
+    let install = version_dir(&version);
+    let flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
+
+    let work = install.join("stock-build");
+    let tree = work.join("src");
+    let objs = tree.join("objs");
+    let stamp = fnv1a([src.identity.as_bytes(), flags.join(" ").as_bytes()]);
+    if !is_fresh(&work, &stamp, &objs.join("nginx")) {
+        let started = Instant::now();
+        eprintln!(
+            "xtask: building nginx {version} from {}",
+            src.tree.display()
+        );
+        let _ = fs::remove_dir_all(&work);
+        copy_source(&src.tree, &tree)?;
+        configure(&tree, &flags)?;
+        make(&tree, &objs, "build")?;
+        write_stamp(&work, &stamp)?;
+        eprintln!(
+            "xtask: built nginx {version} in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let stock_nginx = install.join("stock/sbin/nginx");
+    copy_if_changed(&objs.join("nginx"), &stock_nginx)?;
+    check_nginx(&stock_nginx, &version)?;
+    module_against(&objs, &stamp, &install.join("modules"))?;
+
+    if crate::patched::patch_dir(&version).is_dir() {
+        let patched = crate::patched::build(&version, &src.tree, &src.identity, &flags, &install)?;
+        check_nginx(&patched, &version)?;
+    } else {
+        let _ = fs::remove_dir_all(install.join("patched"));
+        eprintln!(
+            "xtask: no {}: nginx {version} is built without the patched nginx",
+            crate::patched::patch_dir(&version).display()
+        );
+    }
+    Ok(Built {
+        version,
+        install,
+        source: src.tree,
+        seconds: 0.0,
+    })
+}
+
+/// Where every module built against an nginx tree's objs (`NGINX_BUILD_DIR`)
+/// is compiled: one cargo target directory, so its dependencies are built
+/// once for all trees (only nginx-sys, ngx and the module follow the tree).
+pub fn module_target_dir() -> PathBuf {
+    target_dir().join("module-cargo")
+}
+
+/// The module built against `objs` into `dest/<module>.so`, unless the
+/// stamp says the one there was built from this tree (`tree_stamp`) and
+/// these module sources.
+pub fn module_against(objs: &Path, tree_stamp: &str, dest: &Path) -> Result<PathBuf> {
+    let so = dest.join(MODULE_FILE);
+    let stamp = fnv1a([tree_stamp.as_bytes(), module_sources()?.as_bytes()]);
+    let stamp_file = dest.join(".stamp");
+    if so.is_file() && fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp) {
+        return Ok(so);
+    }
+    let built = cargo_build_against(objs)?;
+    copy_if_changed(&built, &so)?;
+    fs::write(&stamp_file, &stamp).map_err(|e| format!("{}: {e}", stamp_file.display()))?;
+    Ok(so)
+}
+
+/// A fingerprint of everything the module is compiled from.
+pub fn module_sources() -> Result<String> {
+    let mut files = Vec::new();
+    for top in ["Cargo.toml", "Cargo.lock", "build.rs", "module"] {
+        collect(&root().join(top), &mut files)?;
+    }
+    files.sort();
+    let mut parts = Vec::new();
+    for f in &files {
+        parts.push(f.to_string_lossy().into_owned().into_bytes());
+        parts.push(fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?);
+    }
+    Ok(fnv1a(parts.iter().map(Vec::as_slice)))
+}
+
+fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result {
+    if path.is_dir() {
+        for entry in fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))? {
+            let p = entry.map_err(|e| e.to_string())?.path();
+            if p.file_name().is_some_and(|n| n != "target") {
+                collect(&p, out)?;
+            }
+        }
+    } else {
+        out.push(path.to_path_buf());
+    }
+    Ok(())
+}
+
+/// `NGINX_BUILD_DIR=<objs> cargo build --release --no-default-features
+/// --features export-modules` in [`module_target_dir`]; returns the shared
+/// object.
+pub fn cargo_build_against(objs: &Path) -> Result<PathBuf> {
+    let target = module_target_dir();
+    let started = Instant::now();
+    run(cargo()
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--package",
+            MODULE_PACKAGE,
+            "--no-default-features",
+            "--features",
+            "export-modules",
+            "--target-dir",
+        ])
+        .arg(&target)
+        .env("NGINX_BUILD_DIR", objs)
+        .env_remove("NGINX_SOURCE_DIR"))?;
+    let module = target
+        .join("release")
+        .join(format!("{DLL_PREFIX}{MODULE_PACKAGE}{DLL_SUFFIX}"));
+    if !module.is_file() {
+        return Err(format!("cargo did not leave {}", module.display()));
+    }
+    eprintln!(
+        "xtask: module against {} in {:.1} s",
+        objs.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(module)
 }
 
 struct CargoOutputs {
@@ -132,14 +317,14 @@ pub fn copy_if_changed(from: &Path, to: &Path) -> Result {
 }
 
 /// `nginx -V` must say what the rest of the project assumes.
-fn check_nginx(nginx: &Path) -> Result {
+fn check_nginx(nginx: &Path, version: &str) -> Result {
     let out = Command::new(nginx)
         .arg("-V")
         .output()
         .map_err(|e| format!("{}: {e}", nginx.display()))?;
     let text = String::from_utf8_lossy(&out.stderr);
     for needle in [
-        format!("nginx/{NGINX_VERSION}"),
+        format!("nginx/{version}"),
         "--with-compat".to_string(),
         "--with-http_ssl_module".to_string(),
     ] {

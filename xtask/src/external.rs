@@ -8,8 +8,8 @@
 //!   its own module loading proves the build used its objs), and the module
 //!   built against its objs directory as the README tells operators,
 //!   `NGINX_BUILD_DIR=<objs> cargo build --release --no-default-features
-//!   --features export-modules` (in `target/external-cargo`, so
-//!   `target/release` keeps the stock build);
+//!   --features export-modules` (in `target/module-cargo`, shared with
+//!   the other versions' modules, so `target/release` keeps the stock build);
 //! - `addon/sbin/nginx`, `addon/modules/<module>.so`: nginx configured with
 //!   `--with-compat` and `--add-dynamic-module=<this repository>`, so the
 //!   repository's `config` and `config.make` have nginx's `make` build the
@@ -20,14 +20,13 @@
 //! changes; cargo (and nginx's make, for the addon) decide whether the module
 //! must be rebuilt.
 
-use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::build::{copy_if_changed, Built, MODULE_FILE, MODULE_PACKAGE};
-use crate::patched::{configure, copy_tree, fnv1a, is_fresh, make, write_stamp, StockBuild};
-use crate::{cargo, root, run, target_dir, Result};
+use crate::build::{copy_if_changed, module_against, Built, MODULE_FILE};
+use crate::patched::{configure, copy_source, fnv1a, is_fresh, make, write_stamp};
+use crate::{root, Result};
 
 /// Someone else's nginx: a debug build with another prefix, without
 /// `--with-compat` and without the stock build's threads, HTTP/2 and realip
@@ -48,24 +47,18 @@ pub const ADDON_FLAGS: &[&str] = &[
     "--with-threads",
 ];
 
-/// Where the module built with NGINX_BUILD_DIR goes (not `target/release`).
-pub fn cargo_target_dir() -> PathBuf {
-    target_dir().join("external-cargo")
-}
-
 /// Builds (or reuses) everything above; returns the `external` directory.
 pub fn build(built: &Built) -> Result<PathBuf> {
     let started = Instant::now();
-    let stock = StockBuild::read(&built.stock_objs)?;
     let out = built.install.join("external");
     let work = built.install.join("external-build");
 
     // Someone else's nginx, and the module built against its objs.
-    let (tree, _) = nginx_tree(&stock.source, &work.join("debug"), EXTERNAL_FLAGS, &[], &[])?;
+    let (tree, _, stamp) =
+        nginx_tree(&built.source, &work.join("debug"), EXTERNAL_FLAGS, &[], &[])?;
     let objs = tree.join("objs");
     copy_if_changed(&objs.join("nginx"), &out.join("sbin/nginx"))?;
-    let module = cargo_build_against(&objs)?;
-    copy_if_changed(&module, &out.join("modules").join(MODULE_FILE))?;
+    module_against(&objs, &stamp, &out.join("modules"))?;
 
     // nginx with `--add-dynamic-module`: its make builds the module too.
     let config = [
@@ -73,8 +66,8 @@ pub fn build(built: &Built) -> Result<PathBuf> {
         read(&root().join("config.make"))?,
     ];
     let add = format!("--add-dynamic-module={}", root().display());
-    let (tree, rebuilt) = nginx_tree(
-        &stock.source,
+    let (tree, rebuilt, _) = nginx_tree(
+        &built.source,
         &work.join("addon"),
         ADDON_FLAGS,
         &[add],
@@ -107,14 +100,14 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 /// A copy of the nginx tree `source` in `work/src`, configured with `flags`
 /// and `more` and built (`objs/` inside the tree, as nginx does by default),
 /// unless the stamp says the one there was made the same way. Returns the
-/// tree and whether it was (re)built.
+/// tree, whether it was (re)built, and its stamp.
 fn nginx_tree(
     source: &Path,
     work: &Path,
     flags: &[&str],
     more: &[String],
     inputs: &[Vec<u8>],
-) -> Result<(PathBuf, bool)> {
+) -> Result<(PathBuf, bool, String)> {
     let args: Vec<String> = flags
         .iter()
         .map(|f| f.to_string())
@@ -130,12 +123,12 @@ fn nginx_tree(
     let tree = work.join("src");
     let objs = tree.join("objs");
     if is_fresh(work, &stamp, &objs.join("nginx")) {
-        return Ok((tree, false));
+        return Ok((tree, false, stamp));
     }
     let started = Instant::now();
     eprintln!("xtask: building nginx {joined}");
     let _ = fs::remove_dir_all(work);
-    copy_tree(source, &tree)?;
+    copy_source(source, &tree)?;
     configure(&tree, &args)?;
     make(&tree, &objs, "build")?;
     write_stamp(work, &stamp)?;
@@ -144,41 +137,7 @@ fn nginx_tree(
         objs.join("nginx").display(),
         started.elapsed().as_secs_f64()
     );
-    Ok((tree, true))
-}
-
-/// `NGINX_BUILD_DIR=<objs> cargo build --release --no-default-features
-/// --features export-modules`, in its own target directory; returns the
-/// shared object.
-fn cargo_build_against(objs: &Path) -> Result<PathBuf> {
-    let target = cargo_target_dir();
-    let started = Instant::now();
-    run(cargo()
-        .args([
-            "build",
-            "--release",
-            "--package",
-            MODULE_PACKAGE,
-            "--no-default-features",
-            "--features",
-            "export-modules",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .env("NGINX_BUILD_DIR", objs)
-        .env_remove("NGINX_SOURCE_DIR"))?;
-    let module = target
-        .join("release")
-        .join(format!("{DLL_PREFIX}{MODULE_PACKAGE}{DLL_SUFFIX}"));
-    if !module.is_file() {
-        return Err(format!("cargo did not leave {}", module.display()));
-    }
-    eprintln!(
-        "xtask: module against {} in {:.1} s",
-        objs.display(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(module)
+    Ok((tree, true, stamp))
 }
 
 #[cfg(test)]

@@ -1,10 +1,14 @@
 //! `cargo xtask <command>`: the project's build and test entry points, in
 //! plain Rust (the matklad xtask pattern), so there is no shell to learn.
 //!
-//! - `build`: nginx 1.28.0 and the module, installed at fixed paths under
-//!   `target/nginx/1.28.0/`.
+//! - `build`: nginx and the module, installed at fixed paths under
+//!   `target/nginx/VERSION/`, for 1.28.0 or any version of the matrix
+//!   (`--nginx VERSION|all`, `--nginx-source PATH`).
 //! - `nginx-test`: `build` and `external`'s builds, then the unit tests and
-//!   the integration suite.
+//!   the integration suite; `--nginx all` adds every other version's
+//!   matrix tests and the Debian package (what CI runs).
+//! - `debian`: the module built Debian's way from `nginx-dev`, packaged as
+//!   a `.deb`, and tested inside Debian's own nginx.
 //! - `external`: the module built against nginx trees of other
 //!   configurations (`NGINX_BUILD_DIR`, `--add-dynamic-module`), then the
 //!   tests that load them.
@@ -12,16 +16,21 @@
 //!   valgrind memcheck (`nginx-test` runs a subset).
 
 mod build;
+mod debian;
 mod external;
 mod patched;
 mod prereq;
 mod valgrind;
+mod versions;
 
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::time::Instant;
 
-/// The nginx release every artefact is built from (nginx-src crate 1.28.1).
+use versions::{Which, DEFAULT, MATRIX};
+
+/// The default nginx release (nginx-src crate 1.28.1), built by nginx-sys.
 pub const NGINX_VERSION: &str = "1.28.0";
 
 pub type Result<T = ()> = std::result::Result<T, String>;
@@ -33,7 +42,8 @@ fn main() -> ExitCode {
         None => ("help", &[][..]),
     };
     let result = match cmd {
-        "build" => build::build().map(|_| ()),
+        "build" => build_cmd(rest),
+        "debian" => debian::command(rest),
         "nginx-test" => nginx_test(rest),
         "external" => external(rest),
         "lab" => harness_bin("lab", rest),
@@ -57,9 +67,17 @@ fn main() -> ExitCode {
 fn print_help() {
     println!(
         "cargo xtask <command>\n\n\
-         build        build nginx {NGINX_VERSION} and the module into target/nginx/{NGINX_VERSION}/\n\
+         build        build nginx, the patched nginx and the module into target/nginx/VERSION/\n\
+                      --nginx VERSION|all   {versions} (default {NGINX_VERSION})\n\
+                      --nginx-source PATH   an nginx source tree or .tar.gz of your own\n\
          nginx-test   build, then run the unit tests and the nginx integration suite\n\
-                      (arguments after `--` go to the test binaries, e.g. a test name filter)\n\
+                      (same options; arguments after `--` go to the test binaries, e.g. a\n\
+                      test name filter); `--nginx all` is CI's run: the whole suite on\n\
+                      {NGINX_VERSION}, the matrix tests on every other version, and Debian\n\
+         debian       build the module from Debian's nginx-dev as Debian builds modules,\n\
+                      package target/debian/libnginx-mod-http-generation-retry_*.deb and run\n\
+                      the races in Debian's own nginx; `--suite sid` takes the current\n\
+                      packages from Debian unstable instead of ../shared/nginx/debian-sid\n\
          external     build nginx with other flags and the module against it (NGINX_BUILD_DIR,\n\
                       --add-dynamic-module) into target/nginx/{NGINX_VERSION}/external/, then\n\
                       run t/tests/external.rs\n\
@@ -68,7 +86,8 @@ fn print_help() {
          bench        build, then stock vs module on vs module off: throughput and latency\n\
                       ratios, and the cost of a rescue\n\
          valgrind     build, then the race scenarios (every balancer row) and a short lab\n\
-                      with nginx under valgrind memcheck; `--ci` for nginx-test's subset"
+                      with nginx under valgrind memcheck; `--ci` for nginx-test's subset",
+        versions = MATRIX.join(", ")
     );
 }
 
@@ -95,9 +114,9 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-/// Where `build` installs everything: `target/nginx/1.28.0`.
-pub fn install_dir() -> PathBuf {
-    target_dir().join("nginx").join(NGINX_VERSION)
+/// Where `build` installs one version: `target/nginx/VERSION`.
+pub fn version_dir(version: &str) -> PathBuf {
+    target_dir().join("nginx").join(version)
 }
 
 pub fn cargo() -> Command {
@@ -117,36 +136,232 @@ pub fn run(cmd: &mut Command) -> Result {
     }
 }
 
-fn nginx_test(extra: &[String]) -> Result {
-    let built = build::build_all()?;
-    external::build(&built)?;
-    let install_dir = built.install;
-    let mut cmd = cargo();
-    cmd.args([
-        "test",
-        "-p",
-        "generation-retry-core",
-        "-p",
-        "generation-retry-t",
-        "-p",
-        "xtask",
-    ])
-    .env("GENERATION_RETRY_NGINX_DIR", &install_dir);
-    if !extra.is_empty() {
-        cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
+/// `cargo xtask build [--nginx VERSION|all] [--nginx-source PATH]`.
+fn build_cmd(args: &[String]) -> Result {
+    let (sel, rest) = versions::parse(args)?;
+    if !rest.is_empty() {
+        return Err(format!("build takes no arguments after `--`: {rest:?}"));
     }
-    run_tests(&mut cmd)?;
-    if extra.is_empty() {
-        // Memory safety: a few race scenarios with nginx under memcheck
-        // (the full set is `cargo xtask valgrind`).
-        valgrind::ci_subset(&install_dir)?;
+    build::build_selection(&sel).map(|_| ())
+}
+
+/// The test binaries every version of the matrix runs besides the default
+/// (which runs them all): the http and stream races (stock fails, `on`
+/// rescues, `off` counts, patched rescues), the balancer rows, reloads
+/// under load, the directive matrix and the status endpoint.
+pub const MATRIX_TESTS: &[&str] = &[
+    "race",
+    "module_race",
+    "stream",
+    "patched",
+    "balancers",
+    "reload",
+    "directive",
+    "module_behaviour",
+];
+
+/// The matrix's shorter runs: 5 scripted races per test instead of 10 or
+/// 20, and a 20 s reload soak instead of a minute (the default version runs
+/// them in full).
+pub fn matrix_env(cmd: &mut Command) {
+    cmd.env("GENERATION_RETRY_REPEATS", "5")
+        .env("GENERATION_RETRY_SOAK_SECONDS", "20");
+}
+
+/// One line of the closing table: what ran, and how long it took.
+struct Step {
+    what: String,
+    build_s: f64,
+    test_s: f64,
+    totals: TestTotals,
+    ok: bool,
+}
+
+/// `cargo xtask nginx-test [--nginx VERSION|all] [--nginx-source PATH] [-- ARGS]`.
+fn nginx_test(args: &[String]) -> Result {
+    let (sel, extra) = versions::parse(args)?;
+    let started = Instant::now();
+    let mut steps = Vec::new();
+    match &sel.which {
+        Which::One(v) => {
+            let default = v == DEFAULT && sel.source.is_none();
+            steps.push(version_step(
+                v,
+                sel.source.as_deref(),
+                default,
+                &extra,
+                None,
+            ));
+        }
+        Which::All => {
+            for v in MATRIX {
+                let tests = (*v != DEFAULT).then_some(MATRIX_TESTS);
+                steps.push(version_step(v, None, *v == DEFAULT, &extra, tests));
+            }
+            steps.push(debian::test_step(&debian::Inputs::Pinned, &extra));
+        }
+    }
+    let mut total = TestTotals::default();
+    println!(
+        "\nnginx-test: {:<24} {:>8} {:>8} {:>7} {:>7}",
+        "", "build s", "tests s", "passed", "failed"
+    );
+    for s in &steps {
+        println!(
+            "nginx-test: {:<24} {:>8.0} {:>8.0} {:>7} {:>7}{}",
+            s.what,
+            s.build_s,
+            s.test_s,
+            s.totals.passed,
+            s.totals.failed,
+            if s.ok { "" } else { "  FAILED" }
+        );
+        total.passed += s.totals.passed;
+        total.failed += s.totals.failed;
+        total.ignored += s.totals.ignored;
+    }
+    println!(
+        "nginx-test: all in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "nginx-test: {} passed, {} failed, {} ignored",
+        total.passed, total.failed, total.ignored
+    );
+    let failed: Vec<&str> = steps
+        .iter()
+        .filter(|s| !s.ok)
+        .map(|s| s.what.as_str())
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!("failed: {}", failed.join(", ")));
+    }
+    if total.passed == 0 {
+        return Err("no test ran".into());
     }
     Ok(())
 }
 
+/// Builds one version and runs its tests: the whole suite with the unit
+/// tests (`only` = None), or only the binaries named. The default version
+/// also gets `external`'s builds and, without filters, the memcheck subset.
+fn version_step(
+    version: &str,
+    source: Option<&Path>,
+    default: bool,
+    extra: &[String],
+    only: Option<&[&str]>,
+) -> Step {
+    let mut step = Step {
+        what: format!(
+            "nginx {}",
+            if version.is_empty() {
+                "(source)"
+            } else {
+                version
+            }
+        ),
+        build_s: 0.0,
+        test_s: 0.0,
+        totals: TestTotals::default(),
+        ok: false,
+    };
+    let started = Instant::now();
+    let built = match build::build_version(version, source) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("xtask: error: {e}");
+            return step;
+        }
+    };
+    step.what = format!("nginx {}", built.version);
+    if default {
+        if let Err(e) = external::build(&built) {
+            eprintln!("xtask: error: {e}");
+            return step;
+        }
+    }
+    step.build_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let mut cmd = cargo();
+    cmd.arg("test");
+    match only {
+        Some(tests) => {
+            cmd.args(["-p", "generation-retry-t"]);
+            for t in tests {
+                cmd.args(["--test", t]);
+            }
+            matrix_env(&mut cmd);
+        }
+        None => {
+            cmd.args([
+                "-p",
+                "generation-retry-core",
+                "-p",
+                "generation-retry-t",
+                "-p",
+                "xtask",
+            ]);
+            if !default {
+                // Every test binary but `external`, which tests the default
+                // version's external builds.
+                cmd.args(["--lib", "--bins"]);
+                match test_binaries() {
+                    Ok(names) => {
+                        for t in names.iter().filter(|t| *t != "external") {
+                            cmd.args(["--test", t]);
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("xtask: error: {e}");
+                        return step;
+                    }
+                }
+            }
+        }
+    }
+    cmd.env("GENERATION_RETRY_NGINX_DIR", &built.install);
+    if !extra.is_empty() {
+        cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
+    }
+    println!("xtask: nginx {}: tests", built.version);
+    let result = run_tests(&mut cmd, &mut step.totals);
+    step.ok = result.is_ok();
+    if let Err(e) = result {
+        eprintln!("xtask: error: nginx {}: {e}", built.version);
+    }
+    if default && extra.is_empty() && only.is_none() {
+        // Memory safety: a few race scenarios with nginx under memcheck
+        // (the full set is `cargo xtask valgrind`).
+        if let Err(e) = valgrind::ci_subset(&built.install) {
+            eprintln!("xtask: error: memcheck: {e}");
+            step.ok = false;
+        }
+    }
+    step.test_s = started.elapsed().as_secs_f64();
+    step
+}
+
+/// The integration test binaries: `t/tests/*.rs`.
+fn test_binaries() -> Result<Vec<String>> {
+    let dir = root().join("t/tests");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".rs")
+                .map(String::from)
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// `cargo xtask external`: its builds, then `t/tests/external.rs`.
 fn external(extra: &[String]) -> Result {
-    let built = build::build_all()?;
+    let built = build::build_version(DEFAULT, None)?;
     external::build(&built)?;
     let mut cmd = cargo();
     cmd.args(["test", "-p", "generation-retry-t", "--test", "external"])
@@ -154,7 +369,7 @@ fn external(extra: &[String]) -> Result {
     if !extra.is_empty() {
         cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
     }
-    run_tests(&mut cmd)
+    run_tests(&mut cmd, &mut TestTotals::default())
 }
 
 /// `cargo xtask lab|bench [options]`: that binary of the harness, in release.
@@ -182,29 +397,25 @@ pub fn harness_command(bin: &str, install_dir: &Path) -> Command {
     cmd
 }
 
-/// Runs cargo test, echoing its output, and closes with one summary line
-/// over every test binary: `nginx-test: N passed, N failed, N ignored`.
-fn run_tests(cmd: &mut Command) -> Result {
+/// Runs cargo test, echoing its output, adding libtest's result lines to
+/// `total`; fails when cargo does or when no test ran.
+fn run_tests(cmd: &mut Command, total: &mut TestTotals) -> Result {
     use std::io::{BufRead, BufReader};
     let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    let mut total = TestTotals::default();
+    let before = total.passed;
     for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
         let line = line.map_err(|e| e.to_string())?;
         println!("{line}");
         total.add(&line);
     }
     let status = child.wait().map_err(|e| e.to_string())?;
-    println!(
-        "nginx-test: {} passed, {} failed, {} ignored",
-        total.passed, total.failed, total.ignored
-    );
     if !status.success() {
         return Err(format!("tests failed: {status}"));
     }
-    if total.passed == 0 {
+    if total.passed == before {
         return Err("no test ran".into());
     }
     Ok(())

@@ -1,13 +1,14 @@
-//! `target/nginx/1.28.0/patched/sbin/nginx`: a copy of the nginx-src tree
-//! nginx-sys built, with `nginx-src-patches/1.28.0/*.patch` applied in order,
-//! configured with exactly the flags of the stock build (so the module
-//! loads into it too), built, and installed beside stock.
+//! `target/nginx/VERSION/patched/sbin/nginx`: a copy of the pristine source
+//! tree the stock build of that version used, with
+//! `nginx-src-patches/VERSION/*.patch` applied in order, configured with
+//! exactly the flags of the stock build (so the module loads into it too),
+//! built, and installed beside stock.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{root, Result, NGINX_VERSION};
+use crate::{root, Result};
 
 /// Runs a build step, showing its output only when it fails.
 pub(crate) fn run_quiet(cmd: &mut Command) -> Result {
@@ -50,9 +51,14 @@ fn parse_build_info(text: &str) -> Option<StockBuild> {
     })
 }
 
-/// The patches, in order.
-pub fn patches() -> Result<Vec<PathBuf>> {
-    let dir = root().join("nginx-src-patches").join(NGINX_VERSION);
+/// `nginx-src-patches/VERSION`.
+pub fn patch_dir(version: &str) -> PathBuf {
+    root().join("nginx-src-patches").join(version)
+}
+
+/// The patches for `version`, in order.
+pub fn patches(version: &str) -> Result<Vec<PathBuf>> {
+    let dir = patch_dir(version);
     let mut list: Vec<PathBuf> = fs::read_dir(&dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -73,10 +79,9 @@ pub(crate) fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
 }
 
 /// Everything that decides the patched build.
-fn fingerprint(build: &StockBuild, patches: &[PathBuf]) -> Result<String> {
-    let source = build.source.to_string_lossy();
-    let flags = build.flags.join(" ");
-    let mut parts = vec![source.as_bytes().to_vec(), flags.into_bytes()];
+fn fingerprint(identity: &str, flags: &[String], patches: &[PathBuf]) -> Result<String> {
+    let flags = flags.join(" ");
+    let mut parts = vec![identity.as_bytes().to_vec(), flags.into_bytes()];
     for p in patches {
         parts.push(fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?);
     }
@@ -90,6 +95,26 @@ pub(crate) fn is_fresh(work: &Path, stamp: &str, product: &Path) -> bool {
 
 pub(crate) fn write_stamp(work: &Path, stamp: &str) -> Result {
     fs::write(work.join("stamp"), stamp).map_err(|e| format!("{}: {e}", work.display()))
+}
+
+/// Copies an nginx source tree, leaving out what a configure and make in it
+/// left (`objs`, `Makefile`), so a user's configured tree copies clean.
+pub(crate) fn copy_source(from: &Path, to: &Path) -> Result {
+    fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let name = entry.file_name();
+        if crate::versions::is_build_output(&name.to_string_lossy()) {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(&name));
+        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else {
+            fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result {
@@ -108,7 +133,7 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result {
 
 /// Applies one patch; on failure the error names the patch and shows git's
 /// account of the hunk that did not apply.
-fn apply(tree: &Path, patch: &Path) -> Result {
+fn apply(tree: &Path, patch: &Path, version: &str) -> Result {
     // The copy lives under target/, inside this project's git work tree,
     // where `git apply` would take paths as relative to the project and
     // silently skip them all: stop git's repository discovery at the copy.
@@ -125,7 +150,7 @@ fn apply(tree: &Path, patch: &Path) -> Result {
         return Ok(());
     }
     Err(format!(
-        "{} does not apply to nginx {NGINX_VERSION}:\n{}{}",
+        "{} does not apply to nginx {version}:\n{}{}",
         patch.display(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
@@ -156,11 +181,18 @@ pub(crate) fn make(tree: &Path, objs: &Path, target: &str) -> Result {
     )
 }
 
-/// Builds (or reuses) the patched nginx; returns the installed binary.
-pub fn build(stock_objs: &Path, install: &Path) -> Result<PathBuf> {
-    let stock = StockBuild::read(stock_objs)?;
-    let patches = patches()?;
-    let stamp = fingerprint(&stock, &patches)?;
+/// Builds (or reuses) the patched nginx of `version` from the pristine
+/// tree `source` (identified by `identity`) with `flags`; returns the
+/// installed binary.
+pub fn build(
+    version: &str,
+    source: &Path,
+    identity: &str,
+    flags: &[String],
+    install: &Path,
+) -> Result<PathBuf> {
+    let patches = patches(version)?;
+    let stamp = fingerprint(identity, flags, &patches)?;
 
     let work = install.join("patched-build");
     let tree = work.join("src");
@@ -170,13 +202,16 @@ pub fn build(stock_objs: &Path, install: &Path) -> Result<PathBuf> {
         return Ok(binary);
     }
 
-    eprintln!("xtask: building patched nginx ({} patches)", patches.len());
+    eprintln!(
+        "xtask: building patched nginx {version} ({} patches)",
+        patches.len()
+    );
     let _ = fs::remove_dir_all(&work);
-    copy_tree(&stock.source, &tree)?;
+    copy_source(source, &tree)?;
     for p in &patches {
-        apply(&tree, p)?;
+        apply(&tree, p, version)?;
     }
-    let mut flags = stock.flags.clone();
+    let mut flags = flags.to_vec();
     flags.push(format!("--builddir={}", objs.display()));
     configure(&tree, &flags)?;
     make(&tree, &objs, "build")?;
@@ -199,7 +234,7 @@ mod tests {
 
     #[test]
     fn patches_are_ordered_and_present() {
-        let p = patches().unwrap();
+        let p = patches(crate::NGINX_VERSION).unwrap();
         assert!(!p.is_empty());
         let mut sorted = p.clone();
         sorted.sort();
