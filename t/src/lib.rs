@@ -27,3 +27,16 @@ pub fn repeats(default: usize) -> usize {
         Err(_) => default,
     }
 }
+
+/// How long the reload soak runs: `default` seconds, or
+/// `GENERATION_RETRY_SOAK_SECONDS` (at least 20; the matrix runs 20).
+pub fn soak_seconds(default: u64) -> u64 {
+    match std::env::var("GENERATION_RETRY_SOAK_SECONDS") {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|n| *n >= 20)
+            .unwrap_or_else(|| panic!("GENERATION_RETRY_SOAK_SECONDS={v}: expected 20 or more")),
+        Err(_) => default,
+    }
+}

@@ -90,6 +90,7 @@ fn the_package_has_debians_module_layout_and_depends_on_the_abi_nginx_provides()
         format!("./usr/lib/nginx/modules/{MODULE}"),
         format!("./usr/share/nginx/modules-available/{CONF}"),
         "./usr/share/doc/libnginx-mod-http-generation-retry/copyright".to_string(),
+        "./usr/share/doc/libnginx-mod-http-generation-retry/changelog.Debian.gz".to_string(),
     ] {
         assert!(
             files.lines().any(|l| l.ends_with(&path)),
@@ -99,6 +100,12 @@ fn the_package_has_debians_module_layout_and_depends_on_the_abi_nginx_provides()
     assert!(
         files.lines().all(|l| l.contains(" root/root ")),
         "files must be owned by root:\n{files}"
+    );
+    assert!(
+        files
+            .lines()
+            .any(|l| l.starts_with("-rw-r--r--") && l.ends_with(MODULE)),
+        "the shared object must be 0644 as dh_fixperms leaves it:\n{files}"
     );
     let theirs = dpkg_deb(&["-c"], &stream_mod);
     assert!(theirs.contains("./usr/share/nginx/modules-available/mod-stream.conf"));

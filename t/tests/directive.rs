@@ -1,4 +1,4 @@
-//! The module loads into nginx 1.28.0 and `nginx -t` judges its directive.
+//! The module loads into nginx and `nginx -t` judges its directive.
 
 use generation_retry_t::nginx::{test_config, Config, Flavor};
 
@@ -226,4 +226,72 @@ fn stream_misuse_is_rejected_naming_the_directive_and_line() {
         "generation_retry_status",
         &[("generation_retry_status;", "is not allowed here")],
     );
+}
+
+/// `nginx_version` of a version string: 1.30.4 is 1030004.
+fn version_number(version: &str) -> Option<u64> {
+    let parts: Vec<u64> = version
+        .split('.')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    match parts.as_slice() {
+        [a, b, c] => Some(a * 1_000_000 + b * 1_000 + c),
+        _ => None,
+    }
+}
+
+/// The module of another nginx version (any other version `cargo xtask
+/// build` left beside this one) is refused with nginx's own words, naming
+/// both versions, as the README's "What nginx says when the module does not
+/// fit" explains. CI runs it on every version after 1.28.0's was built.
+#[test]
+fn a_module_built_for_another_version_is_refused_naming_both_versions() {
+    let stock = Flavor::stock();
+    let out = std::process::Command::new(&stock.binary)
+        .arg("-v")
+        .output()
+        .expect("nginx -v");
+    let said = String::from_utf8_lossy(&out.stderr);
+    let this = said
+        .split("nginx/")
+        .nth(1)
+        .and_then(|v| version_number(v.split_whitespace().next()?))
+        .unwrap_or_else(|| panic!("nginx -v: {said}"));
+    let here = generation_retry_t::nginx::install_dir();
+    let others: Vec<(std::path::PathBuf, u64)> = here
+        .parent()
+        .and_then(|p| std::fs::read_dir(p).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let dir = e.ok()?.path();
+            let n = version_number(dir.file_name()?.to_str()?)?;
+            let so = dir.join("modules/ngx_http_upstream_generation_retry_module.so");
+            (n != this && so.is_file()).then_some((so, n))
+        })
+        .collect();
+    if others.is_empty() {
+        println!("no module of another nginx version is built beside this one: nothing to load");
+        return;
+    }
+    for (so, other) in others {
+        let flavor = Flavor {
+            module: Some(so.clone()),
+            name: "other-version",
+            ..stock.clone()
+        };
+        let t = test_config(&Config::new(flavor, ""));
+        assert!(
+            !t.ok,
+            "{} loaded into nginx {this}:\n{}",
+            so.display(),
+            t.stderr
+        );
+        let want = format!("version {other} instead of {this}");
+        assert!(
+            t.stderr.contains("[emerg]") && t.stderr.contains(&want),
+            "want `{want}`:\n{}",
+            t.stderr
+        );
+    }
 }

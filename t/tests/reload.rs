@@ -96,7 +96,7 @@ async fn reload_adds_and_removes_upstreams_and_switches_off_to_on() {
 /// the thresholds scaled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reload_every_two_seconds_under_load() {
-    let seconds = soak_seconds(60);
+    let seconds = generation_retry_t::soak_seconds(60);
     let opts = Options {
         rate: 200.0,
         duration: Duration::from_secs(seconds),
@@ -199,17 +199,4 @@ async fn binary_upgrade_keeps_serving() {
     let race = lab.race_once(0).await;
     lab.assert_rescued(&race);
     lab.finish();
-}
-
-/// How long the soak runs: `default` seconds, or
-/// `GENERATION_RETRY_SOAK_SECONDS` (at least 20).
-fn soak_seconds(default: u64) -> u64 {
-    match std::env::var("GENERATION_RETRY_SOAK_SECONDS") {
-        Ok(v) => v
-            .parse()
-            .ok()
-            .filter(|n| *n >= 20)
-            .unwrap_or_else(|| panic!("GENERATION_RETRY_SOAK_SECONDS={v}: expected 20 or more")),
-        Err(_) => default,
-    }
 }

@@ -9,7 +9,7 @@
 //!    directory with `dpkg-deb -x`.
 //! 2. The build, as Debian's `nginx_mod` debhelper build system does it: a
 //!    copy of `nginx-dev`'s `/usr/share/nginx/src`, `. ./conf_flags`,
-//!    `./configure "${NGX_CONF_FLAGS[@]}" --with-stream=dynamic
+//!    `./configure "${NGX_CONF_FLAGS[@]}" --with-stream
 //!    --add-dynamic-module=<this repository>`, `make -f objs/Makefile
 //!    modules` (this repository's `config.make` runs cargo against that
 //!    tree's objs).
@@ -35,13 +35,13 @@ use crate::patched::{copy_tree, fnv1a, run_quiet};
 use crate::versions::{pinned_sha256, sha256, shared_nginx};
 use crate::{run_tests, target_dir, Result, Step, TestTotals};
 
-/// The package, as Debian names module packages (`libnginx-mod-` and the
-/// module's name with `_` as `-`, `ngx_`/`_module` dropped).
+/// The package: `libnginx-mod-` and `http-`, as Debian names http module
+/// packages, then the project's name.
 pub const PACKAGE: &str = "libnginx-mod-http-generation-retry";
 /// Its `load_module` snippet in `modules-available`.
 pub const CONF: &str = "mod-http-generation-retry.conf";
-/// Its priority in `modules-enabled`: after `50-mod-stream.conf`, as
-/// `dh_nginx` gives modules that depend on another (`70-mod-stream-*`),
+/// Its priority in `modules-enabled`: after `50-mod-stream.conf` (the
+/// priority `dh_nginx` gives non-http modules such as `mod-stream-*`),
 /// since the stream part of the shared object needs Debian's dynamic
 /// stream module loaded first.
 pub const PRIORITY: u32 = 70;
@@ -446,9 +446,12 @@ const CONFIGURE_EXTRA: &[&str] = &["--with-stream"];
 fn build(root: &Path, work: &Path) -> Result<PathBuf> {
     let src = root.join("usr/share/nginx/src");
     let tree = work.join("src");
+    // The whole of nginx-dev's tree (a Debian revision may change its
+    // headers, or only its ABI name, without a new nginx version), and how
+    // this repository adds itself.
     let inputs = [
-        fs::read(src.join("conf_flags")).map_err(|e| e.to_string())?,
-        fs::read(src.join("src/core/nginx.h")).map_err(|e| e.to_string())?,
+        crate::versions::tree_identity(&src)?.into_bytes(),
+        crate::root().to_string_lossy().into_owned().into_bytes(),
         fs::read(crate::root().join("config")).map_err(|e| e.to_string())?,
         fs::read(crate::root().join("config.make")).map_err(|e| e.to_string())?,
     ];
@@ -508,7 +511,11 @@ fn architecture() -> Result<String> {
         .arg("--print-architecture")
         .output()
         .map_err(|e| format!("dpkg: {e}"))?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let arch = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || arch.is_empty() {
+        return Err(format!("dpkg --print-architecture: {out:?}"));
+    }
+    Ok(arch)
 }
 
 /// The newest `GLIBC_x.y` symbol version the shared object needs, as
@@ -519,7 +526,13 @@ fn glibc_needed(so: &Path) -> Result<String> {
         .arg(so)
         .output()
         .map_err(|e| format!("objdump: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("objdump -T {}: {out:?}", so.display()));
+    }
     let text = String::from_utf8_lossy(&out.stdout);
+    if !text.contains("GLIBC_") {
+        return Err(format!("objdump -T {} shows no glibc symbol", so.display()));
+    }
     let mut best: Vec<u32> = vec![2, 2, 5];
     for word in text.split_whitespace() {
         let Some(v) = word
@@ -542,10 +555,31 @@ fn glibc_needed(so: &Path) -> Result<String> {
         .join("."))
 }
 
+/// The shared libraries the object needs (`objdump -p`'s NEEDED).
+fn needed(so: &Path) -> Result<Vec<String>> {
+    let out = Command::new("objdump")
+        .arg("-p")
+        .arg(so)
+        .output()
+        .map_err(|e| format!("objdump: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("objdump -p {}: {out:?}", so.display()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("NEEDED"))
+        .map(|n| n.trim().to_string())
+        .collect())
+}
+
 /// Step 3: `target/debian/libnginx-mod-http-generation-retry_<version>_<arch>.deb`.
 fn make_deb(root: &Path, so: &Path, nginx: &str, abi: &str, base: &Path) -> Result<PathBuf> {
     let arch = architecture()?;
-    let version = format!("{}-1+nginx{nginx}", env!("CARGO_PKG_VERSION"));
+    // The ABI's own revision is in the version, so a rebuild for a new
+    // Debian ABI (`nginx-abi-1.30.6-2`) is a new version to apt.
+    let abi_version = abi.trim_start_matches("nginx-abi-").replace('-', ".");
+    let version = format!("{}-1+nginx{abi_version}", env!("CARGO_PKG_VERSION"));
+
     let stage = base.join("package");
     let _ = fs::remove_dir_all(&stage);
     let modules = stage.join("usr/lib/nginx/modules");
@@ -563,6 +597,8 @@ fn make_deb(root: &Path, so: &Path, nginx: &str, abi: &str, base: &Path) -> Resu
             .args(["--strip-unneeded", "--remove-section=.comment"])
             .arg(&installed),
     )?;
+    // As dh_fixperms leaves shared objects.
+    set_mode(&installed, 0o644)?;
     fs::write(
         available.join(CONF),
         format!("load_module modules/{MODULE_FILE};\n"),
@@ -579,6 +615,17 @@ fn make_deb(root: &Path, so: &Path, nginx: &str, abi: &str, base: &Path) -> Resu
          /usr/share/common-licenses/Apache-2.0.\n",
     )
     .map_err(|e| e.to_string())?;
+
+    // Debian policy's changelog.Debian.gz, compressed as dh_compress does.
+    let changelog = doc.join("changelog.Debian");
+    fs::write(
+        &changelog,
+        format!(
+            "{PACKAGE} ({version}) unstable; urgency=medium\n\n  * Built by cargo xtask debian against nginx-dev {nginx} ({abi}).\n\n -- generation-retry developers <generation-retry@localhost>  Tue, 01 Dec 2026 00:00:00 +0000\n"
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    run_quiet(Command::new("gzip").args(["-9n"]).arg(&changelog))?;
 
     // The maintainer scripts: nginx-dev's dh_nginx autoscripts, with the
     // conf pair filled in as dh_nginx does (`#NAMES#`).
@@ -601,7 +648,18 @@ fn make_deb(root: &Path, so: &Path, nginx: &str, abi: &str, base: &Path) -> Resu
     }
 
     let size_kib = dir_size(&stage.join("usr"))?.div_ceil(1024);
-    let depends = format!("{abi}, libc6 (>= {})", glibc_needed(&installed)?);
+    let mut depends = format!("{abi}, libc6 (>= {})", glibc_needed(&installed)?);
+    for lib in needed(&installed)? {
+        match lib.as_str() {
+            "libgcc_s.so.1" => depends.push_str(", libgcc-s1 (>= 3.0)"),
+            l if l.starts_with("libc.so") || l.starts_with("ld-linux") => {}
+            other => {
+                return Err(format!(
+                    "the module needs {other}: name its package in Depends"
+                ))
+            }
+        }
+    }
     fs::write(
         control.join("control"),
         format!(

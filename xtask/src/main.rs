@@ -77,7 +77,8 @@ fn print_help() {
          debian       build the module from Debian's nginx-dev as Debian builds modules,\n\
                       package target/debian/libnginx-mod-http-generation-retry_*.deb and run\n\
                       the races in Debian's own nginx; `--suite sid` takes the current\n\
-                      packages from Debian unstable instead of ../shared/nginx/debian-sid\n\
+                      packages from Debian unstable instead of ../shared/nginx/debian-sid,\n\
+                      `--installed` this machine's nginx-dev and nginx\n\
          external     build nginx with other flags and the module against it (NGINX_BUILD_DIR,\n\
                       --add-dynamic-module) into target/nginx/{NGINX_VERSION}/external/, then\n\
                       run t/tests/external.rs\n\
@@ -321,8 +322,17 @@ fn version_step(
         }
     }
     cmd.env("GENERATION_RETRY_NGINX_DIR", &built.install);
-    if !extra.is_empty() {
-        cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
+    let mut test_args: Vec<String> = extra.iter().skip_while(|a| *a == "--").cloned().collect();
+    if !built.install.join("patched/sbin/nginx").is_file() {
+        // A version without nginx-src-patches has no patched nginx.
+        eprintln!(
+            "xtask: nginx {}: no patched nginx, its tests left out",
+            built.version
+        );
+        test_args.extend(["--skip".to_string(), "patched".to_string()]);
+    }
+    if !test_args.is_empty() {
+        cmd.arg("--").args(test_args);
     }
     println!("xtask: nginx {}: tests", built.version);
     let result = run_tests(&mut cmd, &mut step.totals);

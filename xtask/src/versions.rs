@@ -264,7 +264,7 @@ fn unpack(tarball: &Path, sha: &str) -> Result<PathBuf> {
 /// What a user's source directory holds: every file's path, size and
 /// modification time (a configured tree's `objs` and `Makefile` left out),
 /// so an edited tree is rebuilt and an untouched one is not.
-fn tree_identity(tree: &Path) -> Result<String> {
+pub fn tree_identity(tree: &Path) -> Result<String> {
     let mut entries = Vec::new();
     walk(tree, tree, &mut entries)?;
     entries.sort();
