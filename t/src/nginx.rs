@@ -25,6 +25,28 @@ pub fn install_dir() -> PathBuf {
     }
 }
 
+/// The version of the stock nginx under test, as `(major, minor, patch)`
+/// from its `nginx -v`, so a test can use what a version has (sticky from
+/// 1.29.6, least_time from 1.31.0).
+pub fn version() -> (u32, u32, u32) {
+    static VERSION: std::sync::OnceLock<(u32, u32, u32)> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let binary = installed("stock/sbin/nginx");
+        let out = Command::new(&binary).arg("-v").output().expect("nginx -v");
+        let said = String::from_utf8_lossy(&out.stderr);
+        let v: Vec<u32> = said
+            .split("nginx/")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(|v| v.split('.').filter_map(|p| p.parse().ok()).collect())
+            .unwrap_or_default();
+        match v.as_slice() {
+            [a, b, c] => (*a, *b, *c),
+            _ => panic!("{} -v: {said}", binary.display()),
+        }
+    })
+}
+
 fn installed(rel: &str) -> PathBuf {
     let path = install_dir().join(rel);
     assert!(

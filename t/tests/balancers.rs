@@ -1,4 +1,5 @@
-//! The race through every balancer nginx 1.28.0 ships, with and without
+//! The race through every balancer the nginx under test ships (1.28's, plus
+//! `sticky` from 1.29.6 and `least_time` from 1.31.0), with and without
 //! keepalive, in either directive order, with backup servers: with
 //! `generation_retry_resnapshot on` each is rescued, and so is each by the
 //! patched nginx without the module.
@@ -132,4 +133,34 @@ balancer_tests! {
     ip_hash, patched_ip_hash => "ip_hash;",
     random, patched_random => "random;",
     random_two, patched_random_two => "random two least_conn;",
+}
+
+/// A balancer that only newer versions ship: its rows where the nginx under
+/// test has it, and a line saying it was left out where it has not.
+async fn run_since(since: (u32, u32, u32), balancer: &'static str, fix: Fix) {
+    let v = generation_retry_t::nginx::version();
+    if v < since {
+        println!("nginx {v:?} has no `{balancer}` (since {since:?}): no row to run");
+        return;
+    }
+    run(balancer, fix).await;
+}
+
+macro_rules! newer_balancer_tests {
+    ($($name:ident, $patched:ident => $since:expr, $directive:expr,)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            run_since($since, $directive, Fix::Module).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $patched() {
+            run_since($since, $directive, Fix::Patched).await;
+        }
+    )*};
+}
+
+newer_balancer_tests! {
+    sticky_cookie, patched_sticky_cookie => (1, 29, 6), "sticky cookie srv_id;",
+    least_time, patched_least_time => (1, 31, 0), "least_time header;",
 }

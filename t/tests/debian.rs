@@ -137,7 +137,7 @@ fn the_package_has_debians_module_layout_and_depends_on_the_abi_nginx_provides()
 /// `nginx-common`, `libnginx-mod-stream` and our package are unpacked over
 /// `/`, then the two modules' `postinst configure` run as dpkg runs them.
 /// Debian's nginx (through the loader and libraries of Debian's own libc6
-/// and friends, unpacked beside) must then pass `nginx -t` with Debian's
+/// and friends, unpacked beside: `cargo xtask debian`'s launcher) must then pass `nginx -t` with Debian's
 /// `/etc/nginx/nginx.conf` plus an http and a stream upstream using the
 /// directive, so the module was loaded, after the stream module, through
 /// `modules-enabled`. `prerm remove` disables it (nginx then rejects the
@@ -147,7 +147,6 @@ fn the_package_has_debians_module_layout_and_depends_on_the_abi_nginx_provides()
 #[ignore = "needs the package: run by `cargo xtask debian`"]
 fn the_package_installs_debians_way_and_debians_nginx_loads_it() {
     let deb = env_path("GENERATION_RETRY_DEBIAN_DEB");
-    let root = env_path("GENERATION_RETRY_DEBIAN_ROOT");
     let work = std::env::temp_dir().join(format!("gr-deb-install-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
@@ -165,25 +164,11 @@ fn the_package_installs_debians_way_and_debians_nginx_loads_it() {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
     }
-    let multiarch = String::from_utf8(
-        Command::new("dpkg-architecture")
-            .arg("-qDEB_HOST_MULTIARCH")
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let libs = root.join("usr/lib").join(multiarch.trim());
-    let loader = std::fs::read_dir(&libs)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("ld-linux")
-        })
-        .expect("Debian's dynamic loader");
+    // Debian's nginx through the launcher `cargo xtask debian` wrote (its
+    // own loader and libraries): the same binary dpkg-deb puts at
+    // /usr/sbin/nginx, with the same compiled-in paths.
+    let launcher = generation_retry_t::nginx::install_dir().join("stock/sbin/nginx");
+    assert!(launcher.is_file(), "{}", launcher.display());
 
     let script = format!(
         r#"
@@ -198,7 +183,7 @@ for p in nginx-common nginx libnginx-mod-stream; do
 done
 dpkg-deb -x "$DEB" /
 mkdir -p /var/log/nginx /var/lib/nginx
-nginx() {{ "$LOADER" --library-path "$LIBS" /usr/sbin/nginx "$@"; }}
+nginx() {{ "$LAUNCHER" "$@"; }}
 maint() {{ # package script args...: as dpkg runs maintainer scripts
     pkg=$1 dir=$2 script=$3; shift 3
     DPKG_MAINTSCRIPT_PACKAGE=$pkg DPKG_MAINTSCRIPT_NAME=$script sh "$dir/$script" "$@"
@@ -232,8 +217,7 @@ echo "== purged"; ls /etc/nginx/modules-enabled
         .env("DEBS", env_path("GENERATION_RETRY_DEBIAN_DEBS"))
         .env("CTL", &ctl)
         .env("STREAM_CTL", &stream_ctl)
-        .env("LOADER", &loader)
-        .env("LIBS", &libs)
+        .env("LAUNCHER", &launcher)
         .output()
         .expect("run unshare");
     let said = format!(

@@ -18,7 +18,8 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::patched::{configure, copy_source, fnv1a, is_fresh, make, write_stamp, StockBuild};
+use crate::patched::StockBuild;
+use crate::tree::{fnv1a, nginx_tree};
 use crate::versions::{self, Selection, Which, DEFAULT, FLAGS, MATRIX};
 use crate::{cargo, prereq, root, run, target_dir, version_dir, Result};
 
@@ -80,6 +81,9 @@ fn build_vendored() -> Result<Built> {
     let stock_nginx = install.join("stock/sbin/nginx");
     copy_if_changed(&found.nginx_build_dir.join("nginx"), &stock_nginx)?;
     copy_if_changed(&found.module, &install.join("modules").join(MODULE_FILE))?;
+    // That module is nginx-sys's; a stamp left by a `--nginx-source` build
+    // of this version must not vouch for it.
+    let _ = fs::remove_file(install.join("modules/.stamp"));
     check_nginx(&stock_nginx, DEFAULT)?;
 
     let stock = StockBuild::read(&found.nginx_build_dir)?;
@@ -110,26 +114,14 @@ fn build_from_source(version: &str, user: Option<&Path>) -> Result<Built> {
     let install = version_dir(&version);
     let flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
 
-    let work = install.join("stock-build");
-    let tree = work.join("src");
+    let (tree, _, stamp) = nginx_tree(
+        &src.tree,
+        &src.identity,
+        &install.join("stock-build"),
+        &flags,
+        &[],
+    )?;
     let objs = tree.join("objs");
-    let stamp = fnv1a([src.identity.as_bytes(), flags.join(" ").as_bytes()]);
-    if !is_fresh(&work, &stamp, &objs.join("nginx")) {
-        let started = Instant::now();
-        eprintln!(
-            "xtask: building nginx {version} from {}",
-            src.tree.display()
-        );
-        let _ = fs::remove_dir_all(&work);
-        copy_source(&src.tree, &tree)?;
-        configure(&tree, &flags)?;
-        make(&tree, &objs, "build")?;
-        write_stamp(&work, &stamp)?;
-        eprintln!(
-            "xtask: built nginx {version} in {:.1} s",
-            started.elapsed().as_secs_f64()
-        );
-    }
     let stock_nginx = install.join("stock/sbin/nginx");
     copy_if_changed(&objs.join("nginx"), &stock_nginx)?;
     check_nginx(&stock_nginx, &version)?;

@@ -31,8 +31,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::build::MODULE_FILE;
-use crate::patched::{copy_tree, fnv1a, run_quiet};
-use crate::versions::{pinned_sha256, sha256, shared_nginx};
+use crate::tree::{copy_tree, fnv1a, is_fresh, make, run_quiet, write_stamp};
+use crate::versions::{sha256, shared_nginx, verified};
 use crate::{run_tests, target_dir, Result, Step, TestTotals};
 
 /// The package: `libnginx-mod-` and `http-`, as Debian names http module
@@ -91,6 +91,10 @@ pub fn command(args: &[String]) -> Result {
     let mut it = args.iter();
     let mut extra = Vec::new();
     while let Some(a) = it.next() {
+        if let Some(s) = a.strip_prefix("--suite=") {
+            inputs = Inputs::Suite(s.to_string());
+            continue;
+        }
         match a.as_str() {
             "--suite" => {
                 let s = it.next().ok_or("--suite needs a value (sid)")?;
@@ -173,8 +177,7 @@ pub fn test_step(inputs: &Inputs, extra: &[String]) -> Step {
     ])
     .args(extra.iter().skip_while(|a| *a == "--"))
     .env("GENERATION_RETRY_NGINX_DIR", &made.nginx_dir)
-    .env("GENERATION_RETRY_DEBIAN_DEB", &made.deb)
-    .env("GENERATION_RETRY_DEBIAN_ROOT", &made.root);
+    .env("GENERATION_RETRY_DEBIAN_DEB", &made.deb);
     crate::matrix_env(&mut cmd);
     let result = run_tests(&mut cmd, &mut step.totals);
     step.test_s = started.elapsed().as_secs_f64();
@@ -192,8 +195,6 @@ const DEBIAN_TESTS: &[&str] = &["race", "module_race", "stream", "debian"];
 /// What [`package`] made.
 pub struct Made {
     pub nginx_version: String,
-    /// Debian's packages, unpacked.
-    pub root: PathBuf,
     pub deb: PathBuf,
     /// Where Debian's own `.deb`s are (none for `--installed`).
     pub debs_dir: Option<PathBuf>,
@@ -253,7 +254,6 @@ pub fn package(inputs: &Inputs) -> Result<Made> {
     }
     Ok(Made {
         nginx_version,
-        root,
         deb,
         debs_dir,
         stream,
@@ -275,15 +275,7 @@ fn fetch(inputs: &Inputs, dir: &Path) -> Result<Vec<PathBuf>> {
                 if !name.ends_with(".deb") {
                     continue;
                 }
-                let want = pinned_sha256(&format!("debian-sid/{name}"))?;
-                let got = sha256(&path)?;
-                if want != got {
-                    return Err(format!(
-                        "{}: SHA-256 {got}, but SHA256SUMS says {want}",
-                        path.display()
-                    ));
-                }
-                debs.push(path);
+                debs.push(verified(&format!("debian-sid/{name}"))?);
             }
             debs.sort();
             Ok(debs)
@@ -462,7 +454,7 @@ fn build(root: &Path, work: &Path) -> Result<PathBuf> {
             .chain(CONFIGURE_EXTRA.iter().map(|s| s.as_bytes())),
     );
     let objs = tree.join("objs");
-    if !fs::read_to_string(work.join("stamp")).is_ok_and(|s| s == stamp) {
+    if !is_fresh(work, &stamp, &objs.join("Makefile")) {
         let started = Instant::now();
         eprintln!("xtask: debian: configuring nginx-dev's tree with its conf_flags");
         let _ = fs::remove_dir_all(work);
@@ -480,20 +472,14 @@ fn build(root: &Path, work: &Path) -> Result<PathBuf> {
                 .arg(format!("--add-dynamic-module={}", crate::root().display()))
                 .current_dir(&tree),
         )?;
-        fs::write(work.join("stamp"), &stamp).map_err(|e| e.to_string())?;
+        write_stamp(work, &stamp)?;
         eprintln!(
             "xtask: debian: configured in {:.1} s",
             started.elapsed().as_secs_f64()
         );
     }
     let started = Instant::now();
-    run_quiet(
-        Command::new("make")
-            .arg("-f")
-            .arg(objs.join("Makefile"))
-            .arg("modules")
-            .current_dir(&tree),
-    )?;
+    make(&tree, &objs, "modules")?;
     eprintln!(
         "xtask: debian: make modules in {:.1} s",
         started.elapsed().as_secs_f64()

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::build::{copy_if_changed, module_against, Built, MODULE_FILE};
-use crate::patched::{configure, copy_source, fnv1a, is_fresh, make, write_stamp};
+use crate::tree::{make, nginx_tree};
 use crate::{root, Result};
 
 /// Someone else's nginx: a debug build with another prefix, without
@@ -50,12 +50,18 @@ pub const ADDON_FLAGS: &[&str] = &[
 /// Builds (or reuses) everything above; returns the `external` directory.
 pub fn build(built: &Built) -> Result<PathBuf> {
     let started = Instant::now();
+    let source_id = built.source.to_string_lossy().into_owned();
     let out = built.install.join("external");
     let work = built.install.join("external-build");
 
     // Someone else's nginx, and the module built against its objs.
-    let (tree, _, stamp) =
-        nginx_tree(&built.source, &work.join("debug"), EXTERNAL_FLAGS, &[], &[])?;
+    let (tree, _, stamp) = nginx_tree(
+        &built.source,
+        &source_id,
+        &work.join("debug"),
+        &args(EXTERNAL_FLAGS, &[]),
+        &[],
+    )?;
     let objs = tree.join("objs");
     copy_if_changed(&objs.join("nginx"), &out.join("sbin/nginx"))?;
     module_against(&objs, &stamp, &out.join("modules"))?;
@@ -68,9 +74,9 @@ pub fn build(built: &Built) -> Result<PathBuf> {
     let add = format!("--add-dynamic-module={}", root().display());
     let (tree, rebuilt, _) = nginx_tree(
         &built.source,
+        &source_id,
         &work.join("addon"),
-        ADDON_FLAGS,
-        &[add],
+        &args(ADDON_FLAGS, &[add]),
         &config,
     )?;
     let objs = tree.join("objs");
@@ -93,51 +99,16 @@ pub fn build(built: &Built) -> Result<PathBuf> {
     Ok(out)
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// A copy of the nginx tree `source` in `work/src`, configured with `flags`
-/// and `more` and built (`objs/` inside the tree, as nginx does by default),
-/// unless the stamp says the one there was made the same way. Returns the
-/// tree, whether it was (re)built, and its stamp.
-fn nginx_tree(
-    source: &Path,
-    work: &Path,
-    flags: &[&str],
-    more: &[String],
-    inputs: &[Vec<u8>],
-) -> Result<(PathBuf, bool, String)> {
-    let args: Vec<String> = flags
+fn args(flags: &[&str], more: &[String]) -> Vec<String> {
+    flags
         .iter()
         .map(|f| f.to_string())
         .chain(more.iter().cloned())
-        .collect();
-    let source_name = source.to_string_lossy();
-    let joined = args.join(" ");
-    let stamp = fnv1a(
-        [source_name.as_bytes(), joined.as_bytes()]
-            .into_iter()
-            .chain(inputs.iter().map(Vec::as_slice)),
-    );
-    let tree = work.join("src");
-    let objs = tree.join("objs");
-    if is_fresh(work, &stamp, &objs.join("nginx")) {
-        return Ok((tree, false, stamp));
-    }
-    let started = Instant::now();
-    eprintln!("xtask: building nginx {joined}");
-    let _ = fs::remove_dir_all(work);
-    copy_source(source, &tree)?;
-    configure(&tree, &args)?;
-    make(&tree, &objs, "build")?;
-    write_stamp(work, &stamp)?;
-    eprintln!(
-        "xtask: built {} in {:.1} s",
-        objs.join("nginx").display(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok((tree, true, stamp))
+        .collect()
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 #[cfg(test)]

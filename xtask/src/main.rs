@@ -18,8 +18,10 @@
 mod build;
 mod debian;
 mod external;
+mod for_nginx;
 mod patched;
 mod prereq;
+mod tree;
 mod valgrind;
 mod versions;
 
@@ -70,6 +72,8 @@ fn print_help() {
          build        build nginx, the patched nginx and the module into target/nginx/VERSION/\n\
                       --nginx VERSION|all   {versions} (default {NGINX_VERSION})\n\
                       --nginx-source PATH   an nginx source tree or .tar.gz of your own\n\
+                      --for NGINX_BINARY    the version that nginx -V names, proven to load\n\
+                                            into that binary with nginx -t\n\
          nginx-test   build, then run the unit tests and the nginx integration suite\n\
                       (same options; arguments after `--` go to the test binaries, e.g. a\n\
                       test name filter); `--nginx all` is CI's run: the whole suite on\n\
@@ -143,6 +147,9 @@ fn build_cmd(args: &[String]) -> Result {
     if !rest.is_empty() {
         return Err(format!("build takes no arguments after `--`: {rest:?}"));
     }
+    if let Some(binary) = &sel.for_binary {
+        return for_nginx::build_for(binary, sel.source.as_deref());
+    }
     build::build_selection(&sel).map(|_| ())
 }
 
@@ -181,6 +188,9 @@ struct Step {
 /// `cargo xtask nginx-test [--nginx VERSION|all] [--nginx-source PATH] [-- ARGS]`.
 fn nginx_test(args: &[String]) -> Result {
     let (sel, extra) = versions::parse(args)?;
+    if sel.for_binary.is_some() {
+        return Err("--for is for `cargo xtask build`".into());
+    }
     let started = Instant::now();
     let mut steps = Vec::new();
     match &sel.which {
@@ -336,6 +346,11 @@ fn version_step(
     }
     println!("xtask: nginx {}: tests", built.version);
     let result = run_tests(&mut cmd, &mut step.totals);
+    // A filter may well match nothing in one version's binaries.
+    let result = match result {
+        Err(e) if e == NO_TEST && !extra.is_empty() => Ok(()),
+        r => r,
+    };
     step.ok = result.is_ok();
     if let Err(e) = result {
         eprintln!("xtask: error: nginx {}: {e}", built.version);
@@ -407,6 +422,8 @@ pub fn harness_command(bin: &str, install_dir: &Path) -> Command {
     cmd
 }
 
+const NO_TEST: &str = "no test ran";
+
 /// Runs cargo test, echoing its output, adding libtest's result lines to
 /// `total`; fails when cargo does or when no test ran.
 fn run_tests(cmd: &mut Command, total: &mut TestTotals) -> Result {
@@ -426,7 +443,7 @@ fn run_tests(cmd: &mut Command, total: &mut TestTotals) -> Result {
         return Err(format!("tests failed: {status}"));
     }
     if total.passed == before {
-        return Err("no test ran".into());
+        return Err(NO_TEST.into());
     }
     Ok(())
 }

@@ -8,23 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::tree::{configure, copy_source, fnv1a, is_fresh, make, write_stamp};
 use crate::{root, Result};
-
-/// Runs a build step, showing its output only when it fails.
-pub(crate) fn run_quiet(cmd: &mut Command) -> Result {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "{cmd:?} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    ))
-}
 
 /// What nginx-src recorded about the stock build: its source tree and flags.
 pub(crate) struct StockBuild {
@@ -68,16 +53,6 @@ pub fn patches(version: &str) -> Result<Vec<PathBuf>> {
     Ok(list)
 }
 
-/// FNV-1a over the concatenation of `parts`: a build's stamp.
-pub(crate) fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in parts.into_iter().flatten() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
-}
-
 /// Everything that decides the patched build.
 fn fingerprint(identity: &str, flags: &[String], patches: &[PathBuf]) -> Result<String> {
     let flags = flags.join(" ");
@@ -86,49 +61,6 @@ fn fingerprint(identity: &str, flags: &[String], patches: &[PathBuf]) -> Result<
         parts.push(fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?);
     }
     Ok(fnv1a(parts.iter().map(Vec::as_slice)))
-}
-
-/// Whether the build in `work` was made from `stamp` (and left `product`).
-pub(crate) fn is_fresh(work: &Path, stamp: &str, product: &Path) -> bool {
-    fs::read_to_string(work.join("stamp")).is_ok_and(|s| s == stamp) && product.is_file()
-}
-
-pub(crate) fn write_stamp(work: &Path, stamp: &str) -> Result {
-    fs::write(work.join("stamp"), stamp).map_err(|e| format!("{}: {e}", work.display()))
-}
-
-/// Copies an nginx source tree, leaving out what a configure and make in it
-/// left (`objs`, `Makefile`), so a user's configured tree copies clean.
-pub(crate) fn copy_source(from: &Path, to: &Path) -> Result {
-    fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let name = entry.file_name();
-        if crate::versions::is_build_output(&name.to_string_lossy()) {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(&name));
-        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else {
-            fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
-        }
-    }
-    Ok(())
-}
-
-pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result {
-    fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else {
-            fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
-        }
-    }
-    Ok(())
 }
 
 /// Applies one patch; on failure the error names the patch and shows git's
@@ -155,30 +87,6 @@ fn apply(tree: &Path, patch: &Path, version: &str) -> Result {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     ))
-}
-
-/// `configure` in an nginx tree (a release's `configure` or a source
-/// checkout's `auto/configure`), with `args`.
-pub(crate) fn configure(tree: &Path, args: &[String]) -> Result {
-    let configure = ["configure", "auto/configure"]
-        .iter()
-        .map(|c| tree.join(c))
-        .find(|c| c.is_file())
-        .ok_or("no configure script in the nginx tree")?;
-    run_quiet(Command::new(configure).args(args).current_dir(tree))
-}
-
-/// `make -f OBJS/Makefile -jN TARGET` in a configured nginx tree.
-pub(crate) fn make(tree: &Path, objs: &Path, target: &str) -> Result {
-    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
-    run_quiet(
-        Command::new("make")
-            .arg("-f")
-            .arg(objs.join("Makefile"))
-            .arg(format!("-j{jobs}"))
-            .arg(target)
-            .current_dir(tree),
-    )
 }
 
 /// Builds (or reuses) the patched nginx of `version` from the pristine

@@ -18,7 +18,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::patched::{fnv1a, run_quiet};
+use crate::tree::{fnv1a, run_quiet};
 use crate::{root, Result};
 
 /// The version `cargo xtask build` and `nginx-test` use without `--nginx`.
@@ -56,6 +56,8 @@ pub enum Which {
 pub struct Selection {
     pub which: Which,
     pub source: Option<PathBuf>,
+    /// `--for BINARY`: build for that nginx (`build` only).
+    pub for_binary: Option<PathBuf>,
 }
 
 /// Parses `--nginx VERSION|all` and `--nginx-source PATH` (also as
@@ -63,6 +65,7 @@ pub struct Selection {
 pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
     let mut version = None;
     let mut source = None;
+    let mut for_binary = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         if arg == "--" {
@@ -81,15 +84,19 @@ pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
         match name {
             "--nginx" => version = Some(value()?),
             "--nginx-source" => source = Some(PathBuf::from(value()?)),
+            "--for" => for_binary = Some(PathBuf::from(value()?)),
             other => {
                 return Err(format!(
                     "unknown option `{other}` (options: --nginx VERSION|all, \
-                     --nginx-source PATH; test filters go after `--`)"
+                     --nginx-source PATH, --for NGINX_BINARY; test filters go after `--`)"
                 ))
             }
         }
     }
     let rest: Vec<String> = it.cloned().collect();
+    if for_binary.is_some() && version.is_some() {
+        return Err("--for reads the version from the binary; leave out --nginx".into());
+    }
     let which = match version.as_deref() {
         Some("all") => {
             if source.is_some() {
@@ -109,7 +116,14 @@ pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
         None if source.is_some() => Which::One(String::new()),
         None => Which::One(DEFAULT.to_string()),
     };
-    Ok((Selection { which, source }, rest))
+    Ok((
+        Selection {
+            which,
+            source,
+            for_binary,
+        },
+        rest,
+    ))
 }
 
 fn is_version(v: &str) -> bool {

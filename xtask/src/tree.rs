@@ -1,0 +1,143 @@
+//! Building nginx trees: copying a source, configuring, making, and the
+//! stamps that let a build be reused when nothing that decides it changed.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::Result;
+
+/// Runs a build step, showing its output only when it fails.
+pub(crate) fn run_quiet(cmd: &mut Command) -> Result {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{cmd:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+/// FNV-1a over the concatenation of `parts`: a build's stamp.
+pub(crate) fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in parts.into_iter().flatten() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Whether the build in `work` was made from `stamp` (and left `product`).
+pub(crate) fn is_fresh(work: &Path, stamp: &str, product: &Path) -> bool {
+    fs::read_to_string(work.join("stamp")).is_ok_and(|s| s == stamp) && product.is_file()
+}
+
+pub(crate) fn write_stamp(work: &Path, stamp: &str) -> Result {
+    fs::write(work.join("stamp"), stamp).map_err(|e| format!("{}: {e}", work.display()))
+}
+
+/// Copies an nginx source tree, leaving out what a configure and make in it
+/// left (`objs`, `Makefile`), so a user's configured tree copies clean.
+pub(crate) fn copy_source(from: &Path, to: &Path) -> Result {
+    fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let name = entry.file_name();
+        if crate::versions::is_build_output(&name.to_string_lossy()) {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(&name));
+        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else {
+            fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result {
+    fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else {
+            fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// `configure` in an nginx tree (a release's `configure` or a source
+/// checkout's `auto/configure`), with `args`.
+pub(crate) fn configure(tree: &Path, args: &[String]) -> Result {
+    let configure = ["configure", "auto/configure"]
+        .iter()
+        .map(|c| tree.join(c))
+        .find(|c| c.is_file())
+        .ok_or("no configure script in the nginx tree")?;
+    run_quiet(Command::new(configure).args(args).current_dir(tree))
+}
+
+/// `make -f OBJS/Makefile -jN TARGET` in a configured nginx tree.
+pub(crate) fn make(tree: &Path, objs: &Path, target: &str) -> Result {
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    run_quiet(
+        Command::new("make")
+            .arg("-f")
+            .arg(objs.join("Makefile"))
+            .arg(format!("-j{jobs}"))
+            .arg(target)
+            .current_dir(tree),
+    )
+}
+
+/// A copy of the nginx tree `source` (whose contents `identity` names) in
+/// `work/src`, configured with `args` and built (`objs/` inside the tree,
+/// as nginx does by default), unless the stamp says the one there was made
+/// the same way (`inputs`: anything else that decides the build). Returns
+/// the tree, whether it was (re)built, and its stamp.
+pub(crate) fn nginx_tree(
+    source: &Path,
+    identity: &str,
+    work: &Path,
+    args: &[String],
+    inputs: &[Vec<u8>],
+) -> Result<(PathBuf, bool, String)> {
+    let joined = args.join(" ");
+    let stamp = fnv1a(
+        [identity.as_bytes(), joined.as_bytes()]
+            .into_iter()
+            .chain(inputs.iter().map(Vec::as_slice)),
+    );
+    let tree = work.join("src");
+    let objs = tree.join("objs");
+    if is_fresh(work, &stamp, &objs.join("nginx")) {
+        return Ok((tree, false, stamp));
+    }
+    let started = Instant::now();
+    eprintln!(
+        "xtask: building nginx from {} with {joined}",
+        source.display()
+    );
+    let _ = fs::remove_dir_all(work);
+    copy_source(source, &tree)?;
+    configure(&tree, args)?;
+    make(&tree, &objs, "build")?;
+    write_stamp(work, &stamp)?;
+    eprintln!(
+        "xtask: built {} in {:.1} s",
+        objs.join("nginx").display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok((tree, true, stamp))
+}
