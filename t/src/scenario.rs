@@ -52,6 +52,21 @@ const KEEPALIVE_LOCATION: &str = "proxy_http_version 1.1; proxy_set_header Conne
 pub const TWO_PEERS_SERVERS: &str =
     "server app.test:${BPORT} resolve;\n        server 127.0.0.4:${BPORT} max_fails=0;";
 
+/// nginx 1.29.7 turned upstream `keepalive` on by default (32 connections
+/// per worker). A spec without keepalive then says `keepalive 0;`, so it
+/// means the same thing on every version: a failed attempt is never on a
+/// cached connection, whose failure nginx would not count as a try.
+fn without_default_keepalive(servers: String, keepalive: bool, pre: &str, extra: &str) -> String {
+    let named = [servers.as_str(), pre, extra]
+        .iter()
+        .any(|t| t.contains("keepalive "));
+    if keepalive || named || crate::nginx::version() < (1, 29, 7) {
+        servers
+    } else {
+        format!("{servers}\n        keepalive 0;")
+    }
+}
+
 /// What to start: nginx flavor, configuration template and its fill-ins.
 #[derive(Clone, Debug)]
 pub struct Spec {
@@ -186,6 +201,7 @@ impl Lab {
         } else {
             "return 404;"
         };
+        let servers = without_default_keepalive(servers, keepalive, &pre, &extra);
         let mut config = Config::new(flavor, PROXY_HTTP).var("SERVERS", servers);
         config.daemon = daemon;
         if !wrapper.is_empty() {

@@ -158,6 +158,24 @@ async fn module_on_rescues_the_stream_race_with_least_conn() {
     lab.finish();
 }
 
+/// `least_time connect` (stream, nginx 1.31.0 and later): rescued too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_on_rescues_the_stream_race_with_least_time() {
+    let v = generation_retry_t::nginx::version();
+    if v < (1, 31, 0) {
+        println!("nginx {v:?} has no stream `least_time` (since 1.31.0): no race to run");
+        return;
+    }
+    let mut spec = StreamSpec::new(Flavor::with_module(), 1);
+    spec.pre = "least_time connect;".into();
+    spec.extra = "generation_retry_resnapshot on;".into();
+    let mut lab = StreamLab::start(spec).await;
+    let race = lab.race().await;
+    assert_rescued(&lab, &race);
+    assert_eq!(lab.status("stream", "be0").await["rescued"], 1);
+    lab.finish();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn patched_nginx_rescues_the_stream_race_without_the_module() {
     let mut lab = StreamLab::start(StreamSpec::new(Flavor::patched(), 2)).await;

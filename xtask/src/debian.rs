@@ -152,7 +152,7 @@ pub fn test_step(inputs: &Inputs, extra: &[String]) -> Step {
 
     let started = Instant::now();
     let mut cmd = crate::cargo();
-    cmd.args(["test", "-p", "generation-retry-t"]);
+    cmd.args(["test", "--no-fail-fast", "-p", "generation-retry-t"]);
     for t in DEBIAN_TESTS {
         let needs_debs = *t == "debian";
         let needs_stream = *t == "stream";

@@ -295,7 +295,8 @@ fn version_step(
     step.build_s = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let mut cmd = cargo();
-    cmd.arg("test");
+    // Every test binary runs even when one fails: the table shows all.
+    cmd.args(["test", "--no-fail-fast"]);
     match only {
         Some(tests) => {
             cmd.args(["-p", "generation-retry-t"]);
