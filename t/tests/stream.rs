@@ -146,16 +146,21 @@ async fn module_off_fails_like_stock_and_counts_the_cause() {
     lab.finish();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn module_on_rescues_the_stream_race_with_least_conn() {
+/// One race through an upstream with `balancer`, module `on`: rescued.
+async fn rescued_with_balancer(balancer: &str) {
     let mut spec = StreamSpec::new(Flavor::with_module(), 1);
-    spec.pre = "least_conn;".into();
+    spec.pre = balancer.into();
     spec.extra = "generation_retry_resnapshot on;".into();
     let mut lab = StreamLab::start(spec).await;
     let race = lab.race().await;
     assert_rescued(&lab, &race);
     assert_eq!(lab.status("stream", "be0").await["rescued"], 1);
     lab.finish();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_on_rescues_the_stream_race_with_least_conn() {
+    rescued_with_balancer("least_conn;").await;
 }
 
 /// `least_time connect` (stream, nginx 1.31.0 and later): rescued too.
@@ -166,14 +171,7 @@ async fn module_on_rescues_the_stream_race_with_least_time() {
         println!("nginx {v:?} has no stream `least_time` (since 1.31.0): no race to run");
         return;
     }
-    let mut spec = StreamSpec::new(Flavor::with_module(), 1);
-    spec.pre = "least_time connect;".into();
-    spec.extra = "generation_retry_resnapshot on;".into();
-    let mut lab = StreamLab::start(spec).await;
-    let race = lab.race().await;
-    assert_rescued(&lab, &race);
-    assert_eq!(lab.status("stream", "be0").await["rescued"], 1);
-    lab.finish();
+    rescued_with_balancer("least_time connect;").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -507,15 +507,7 @@ fn architecture() -> Result<String> {
 /// The newest `GLIBC_x.y` symbol version the shared object needs, as
 /// `dpkg-shlibdeps` turns it into `libc6 (>= x.y)`.
 fn glibc_needed(so: &Path) -> Result<String> {
-    let out = Command::new("objdump")
-        .arg("-T")
-        .arg(so)
-        .output()
-        .map_err(|e| format!("objdump: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("objdump -T {}: {out:?}", so.display()));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = objdump("-T", so)?;
     if !text.contains("GLIBC_") {
         return Err(format!("objdump -T {} shows no glibc symbol", so.display()));
     }
@@ -541,17 +533,22 @@ fn glibc_needed(so: &Path) -> Result<String> {
         .join("."))
 }
 
-/// The shared libraries the object needs (`objdump -p`'s NEEDED).
-fn needed(so: &Path) -> Result<Vec<String>> {
+/// `objdump FLAG SO`'s output; fails when objdump does.
+fn objdump(flag: &str, so: &Path) -> Result<String> {
     let out = Command::new("objdump")
-        .arg("-p")
+        .arg(flag)
         .arg(so)
         .output()
         .map_err(|e| format!("objdump: {e}"))?;
     if !out.status.success() {
-        return Err(format!("objdump -p {}: {out:?}", so.display()));
+        return Err(format!("objdump {flag} {}: {out:?}", so.display()));
     }
-    Ok(String::from_utf8_lossy(&out.stdout)
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The shared libraries the object needs (`objdump -p`'s NEEDED).
+fn needed(so: &Path) -> Result<Vec<String>> {
+    Ok(objdump("-p", so)?
         .lines()
         .filter_map(|l| l.trim().strip_prefix("NEEDED"))
         .map(|n| n.trim().to_string())
