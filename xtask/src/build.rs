@@ -19,7 +19,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::patched::StockBuild;
-use crate::tree::{fnv1a, nginx_tree};
+use crate::tree::{files, fnv1a, nginx_tree};
 use crate::versions::{self, Selection, Which, DEFAULT, FLAGS, MATRIX};
 use crate::{cargo, prereq, root, run, target_dir, version_dir, Result};
 
@@ -38,8 +38,6 @@ pub struct Built {
     pub install: PathBuf,
     /// The pristine source tree it was built from.
     pub source: PathBuf,
-    /// How long it took, when something was (re)built.
-    pub seconds: f64,
 }
 
 /// Builds what `--nginx` selected, in [`MATRIX`] order for `all`.
@@ -55,12 +53,11 @@ pub fn build_selection(sel: &Selection) -> Result<Vec<Built>> {
 pub fn build_version(version: &str, source: Option<&Path>) -> Result<Built> {
     prereq::ensure()?;
     let started = Instant::now();
-    let mut built = if version == DEFAULT && source.is_none() {
+    let built = if version == DEFAULT && source.is_none() {
         build_vendored()?
     } else {
         build_from_source(version, source)?
     };
-    built.seconds = started.elapsed().as_secs_f64();
     let install = &built.install;
     eprintln!(
         "xtask: nginx {}: {} and {}, module {} ({:.1} s)",
@@ -68,7 +65,7 @@ pub fn build_version(version: &str, source: Option<&Path>) -> Result<Built> {
         install.join("stock/sbin/nginx").display(),
         install.join("patched/sbin/nginx").display(),
         install.join("modules").join(MODULE_FILE).display(),
-        built.seconds
+        started.elapsed().as_secs_f64()
     );
     Ok(built)
 }
@@ -101,7 +98,6 @@ fn build_vendored() -> Result<Built> {
         version: DEFAULT.to_string(),
         install,
         source: stock.source,
-        seconds: 0.0,
     })
 }
 
@@ -141,7 +137,6 @@ fn build_from_source(version: &str, user: Option<&Path>) -> Result<Built> {
         version,
         install,
         source: src.tree,
-        seconds: 0.0,
     })
 }
 
@@ -170,31 +165,14 @@ pub fn module_against(objs: &Path, tree_stamp: &str, dest: &Path) -> Result<Path
 
 /// A fingerprint of everything the module is compiled from.
 pub fn module_sources() -> Result<String> {
-    let mut files = Vec::new();
-    for top in ["Cargo.toml", "Cargo.lock", "build.rs", "module"] {
-        collect(&root().join(top), &mut files)?;
-    }
-    files.sort();
     let mut parts = Vec::new();
-    for f in &files {
-        parts.push(f.to_string_lossy().into_owned().into_bytes());
-        parts.push(fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?);
+    for top in ["Cargo.toml", "Cargo.lock", "build.rs", "module"] {
+        for f in files(&root().join(top), &|n| n == "target")? {
+            parts.push(f.to_string_lossy().into_owned().into_bytes());
+            parts.push(fs::read(&f).map_err(|e| format!("{}: {e}", f.display()))?);
+        }
     }
     Ok(fnv1a(parts.iter().map(Vec::as_slice)))
-}
-
-fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result {
-    if path.is_dir() {
-        for entry in fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))? {
-            let p = entry.map_err(|e| e.to_string())?.path();
-            if p.file_name().is_some_and(|n| n != "target") {
-                collect(&p, out)?;
-            }
-        }
-    } else {
-        out.push(path.to_path_buf());
-    }
-    Ok(())
 }
 
 /// `NGINX_BUILD_DIR=<objs> cargo build --release --no-default-features

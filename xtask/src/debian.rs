@@ -685,14 +685,8 @@ fn set_mode(path: &Path, mode: u32) -> Result {
 
 fn dir_size(dir: &Path) -> Result<u64> {
     let mut total = 0;
-    for entry in fs::read_dir(dir).map_err(|e| e.to_string())? {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let meta = entry.metadata().map_err(|e| e.to_string())?;
-        total += if meta.is_dir() {
-            dir_size(&entry.path())?
-        } else {
-            meta.len()
-        };
+    for f in crate::tree::files(dir, &|_| false)? {
+        total += fs::metadata(&f).map_err(|e| e.to_string())?.len();
     }
     Ok(total)
 }

@@ -43,19 +43,46 @@ pub(crate) fn write_stamp(work: &Path, stamp: &str) -> Result {
     fs::write(work.join("stamp"), stamp).map_err(|e| format!("{}: {e}", work.display()))
 }
 
-/// Copies an nginx source tree, leaving out what a configure and make in it
-/// left (`objs`, `Makefile`), so a user's configured tree copies clean.
-pub(crate) fn copy_source(from: &Path, to: &Path) -> Result {
+/// What `configure` and `make` leave in an nginx tree (not its source).
+pub(crate) fn is_build_output(name: &str) -> bool {
+    name == "objs" || name == "Makefile" || name == ".git"
+}
+
+/// Every file under `path` (or `path` itself, if a file), sorted, leaving
+/// out entries whose name `skip` accepts, at any depth.
+pub(crate) fn files(path: &Path, skip: &dyn Fn(&str) -> bool) -> Result<Vec<PathBuf>> {
+    fn walk(path: &Path, skip: &dyn Fn(&str) -> bool, out: &mut Vec<PathBuf>) -> Result {
+        if !path.is_dir() {
+            out.push(path.to_path_buf());
+            return Ok(());
+        }
+        for entry in fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))? {
+            let p = entry.map_err(|e| e.to_string())?.path();
+            if !p.file_name().is_some_and(|n| skip(&n.to_string_lossy())) {
+                walk(&p, skip, out)?;
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(path, skip, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// Copies the tree `from` to `to`, leaving out entries whose name `skip`
+/// accepts, at any depth.
+fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&str) -> bool) -> Result {
     fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
     for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
         let entry = entry.map_err(|e| e.to_string())?;
         let name = entry.file_name();
-        if crate::versions::is_build_output(&name.to_string_lossy()) {
+        if skip(&name.to_string_lossy()) {
             continue;
         }
         let (src, dst) = (entry.path(), to.join(&name));
         if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
-            copy_tree(&src, &dst)?;
+            copy_filtered(&src, &dst, skip)?;
         } else {
             fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
         }
@@ -63,18 +90,14 @@ pub(crate) fn copy_source(from: &Path, to: &Path) -> Result {
     Ok(())
 }
 
+/// Copies an nginx source tree, leaving out what a configure and make in it
+/// left (`objs`, `Makefile`), so a user's configured tree copies clean.
+pub(crate) fn copy_source(from: &Path, to: &Path) -> Result {
+    copy_filtered(from, to, &is_build_output)
+}
+
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result {
-    fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else {
-            fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
-        }
-    }
-    Ok(())
+    copy_filtered(from, to, &|_| false)
 }
 
 /// `configure` in an nginx tree (a release's `configure` or a source

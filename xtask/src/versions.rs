@@ -18,7 +18,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::tree::{fnv1a, run_quiet};
+use crate::tree::{files, fnv1a, is_build_output, run_quiet};
 use crate::{root, Result};
 
 /// The version `cargo xtask build` and `nginx-test` use without `--nginx`.
@@ -280,41 +280,21 @@ fn unpack(tarball: &Path, sha: &str) -> Result<PathBuf> {
 /// so an edited tree is rebuilt and an untouched one is not.
 pub fn tree_identity(tree: &Path) -> Result<String> {
     let mut entries = Vec::new();
-    walk(tree, tree, &mut entries)?;
-    entries.sort();
-    Ok(fnv1a(entries.iter().map(|e| e.as_bytes())))
-}
-
-fn walk(top: &Path, dir: &Path, out: &mut Vec<String>) -> Result {
-    for entry in fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let path = entry.path();
+    for path in files(tree, &is_build_output)? {
+        let meta = fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
         let rel = path
-            .strip_prefix(top)
+            .strip_prefix(tree)
             .unwrap_or(&path)
-            .to_string_lossy()
-            .into_owned();
-        if is_build_output(&rel) {
-            continue;
-        }
-        let meta = entry.metadata().map_err(|e| e.to_string())?;
-        if meta.is_dir() {
-            walk(top, &path, out)?;
-        } else {
-            let mtime = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos());
-            out.push(format!("{rel}\0{}\0{mtime}\n", meta.len()));
-        }
+            .display()
+            .to_string();
+        entries.push(format!("{rel}\0{}\0{mtime}\n", meta.len()));
     }
-    Ok(())
-}
-
-/// What `configure` and `make` leave in a tree (not part of the source).
-pub fn is_build_output(rel: &str) -> bool {
-    rel == "objs" || rel == "Makefile" || rel == ".git"
+    Ok(fnv1a(entries.iter().map(|e| e.as_bytes())))
 }
 
 #[cfg(test)]
