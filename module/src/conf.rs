@@ -109,6 +109,7 @@ impl<P: Proto> MainConf<P> {
         // SAFETY: `upstreams` is NULL or the upstream module's main conf of
         // the same cycle; its `upstreams` array holds srv_conf pointers.
         match unsafe { self.upstreams.as_ref() } {
+            // SAFETY: as above.
             Some(umcf) => unsafe { array_slice(P::upstreams(umcf)) },
             None => &[],
         }
@@ -253,6 +254,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> n
     // SAFETY: nginx passes our zone, whose data is the ZoneCtx set in
     // `add_zone`, while it initialises the cycle in the master.
     let zone = unsafe { &mut *zone };
+    // SAFETY: the zone being initialised and what nginx gave as `old`.
     let Some(shared) = (unsafe { shm::init_shared(zone, old) }) else {
         return Status::NGX_ERROR.into();
     };

@@ -359,8 +359,7 @@ pub async fn run_arm(
             let mut n = 0u32;
             loop {
                 tokio::time::sleep(every).await;
-                // SAFETY: kill(2) on the nginx master we started.
-                unsafe { libc::kill(pid, libc::SIGHUP) };
+                crate::nginx::kill(pid, libc::SIGHUP);
                 n += 1;
                 if n > 10_000 {
                     break;

@@ -547,10 +547,8 @@ impl Nginx {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        // SAFETY: kill(2) on the old master; signal 0 only asks whether it
-        // still exists.
-        unsafe { libc::kill(old, libc::SIGQUIT) };
-        while unsafe { libc::kill(old, 0) } == 0 {
+        kill(old, libc::SIGQUIT);
+        while alive(old) {
             assert!(Instant::now() < deadline, "old master did not exit");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -561,8 +559,7 @@ impl Nginx {
     pub fn signal(&self, sig: libc::c_int) {
         let pid = self.pid();
         if pid > 0 {
-            // SAFETY: kill(2) on the nginx master we started.
-            unsafe { libc::kill(pid, sig) };
+            kill(pid, sig);
         }
     }
 
@@ -597,16 +594,13 @@ impl Nginx {
 
     fn stop(&mut self) {
         if let Some(pid) = self.adopted.take() {
-            // SAFETY: kill(2) on the master the upgrade started; signal 0
-            // only asks whether it still exists.
-            unsafe { libc::kill(pid, libc::SIGQUIT) };
+            kill(pid, libc::SIGQUIT);
             let deadline = Instant::now() + Duration::from_secs(10);
-            while unsafe { libc::kill(pid, 0) } == 0 && Instant::now() < deadline {
+            while alive(pid) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            if unsafe { libc::kill(pid, 0) } == 0 {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+            if alive(pid) {
+                kill(pid, libc::SIGKILL);
             }
         }
         let Some(mut child) = self.child.take() else {
@@ -679,4 +673,16 @@ impl Drop for Nginx {
         }
         let _ = fs::remove_dir_all(&self.prefix);
     }
+}
+
+/// Sends `sig` to process `pid` (a master this harness started or adopted).
+pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Whether process `pid` still exists (signal 0 only asks).
+fn alive(pid: libc::pid_t) -> bool {
+    // SAFETY: as in `kill`.
+    unsafe { libc::kill(pid, 0) == 0 }
 }
