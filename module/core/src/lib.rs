@@ -5,4 +5,6 @@
 //! and is tested here; the module crate only adapts nginx's types to it.
 
 pub mod directive;
+pub mod log;
 pub mod metrics;
+pub mod rescue;

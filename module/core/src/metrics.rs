@@ -1,13 +1,33 @@
 //! The counters the module keeps per upstream, and their two renderings:
-//! Prometheus text exposition format 0.0.4 and JSON. The metric names are a
-//! public contract (see the README).
+//! Prometheus text exposition format 0.0.4 and JSON.
+//!
+//! One table, [`FAMILIES`], is the source of truth: it names every metric,
+//! its type, help text, label and series, and says where each series' value
+//! comes from. The counters, both renderers, the JSON shape and the names the
+//! tests look up are all derived from it. The metric names are a public
+//! contract (docs/metrics.md).
 
 use std::fmt::Write;
 
-/// One per-upstream counter; the discriminant indexes [`Counters`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub enum Counter {
+/// Declares [`Counter`] and [`Counter::ALL`] from one list.
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident,)+) => {
+        /// One per-upstream counter; the discriminant indexes [`Counters`].
+        /// Its family and series are in [`FAMILIES`].
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(usize)]
+        pub enum Counter {
+            $($(#[$doc])* $name,)+
+        }
+
+        impl Counter {
+            /// Every counter, in discriminant order.
+            pub const ALL: &'static [Counter] = &[$(Counter::$name,)+];
+        }
+    };
+}
+
+counters! {
     /// Generation-busy refusal at the request's first peer selection (1-hop).
     BusyFirst,
     /// Generation-busy refusal at a retry's selection (2-hop).
@@ -28,7 +48,36 @@ pub enum Counter {
 }
 
 /// Number of counters per upstream.
-pub const COUNTERS: usize = 8;
+pub const COUNTERS: usize = Counter::ALL.len();
+
+impl Counter {
+    /// The family and series that expose this counter.
+    pub fn series(self) -> (&'static Family, &'static Series) {
+        FAMILIES
+            .iter()
+            .find_map(|f| {
+                f.series
+                    .iter()
+                    .find(|s| s.value == Value::Counter(self))
+                    .map(|s| (f, s))
+            })
+            .expect("every counter has a series in FAMILIES")
+    }
+
+    /// The Prometheus metric name (`nginx_generation_retry_..._total`).
+    pub fn metric(self) -> &'static str {
+        self.series().0.name
+    }
+
+    /// Where the counter sits in an upstream's JSON object: a key, and a
+    /// key inside it for a labelled family (`["busy", "retry"]`).
+    pub fn json_path(self) -> Vec<&'static str> {
+        let (f, s) = self.series();
+        let mut path = vec![f.json_key()];
+        path.extend(s.label_value);
+        path
+    }
+}
 
 /// Counter values of one upstream, indexed by [`Counter`].
 pub type Counters = [u64; COUNTERS];
@@ -36,12 +85,21 @@ pub type Counters = [u64; COUNTERS];
 /// Why a selection ended in `no live upstreams`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NoLiveCause {
+    /// The peer list's generation moved since the request took its snapshot.
     Generation,
+    /// Peers present but none usable (down, max_fails, max_conns).
     Unavailable,
+    /// The list (primary and backup) was empty.
     Empty,
 }
 
 impl NoLiveCause {
+    pub const ALL: [NoLiveCause; 3] = [
+        NoLiveCause::Generation,
+        NoLiveCause::Unavailable,
+        NoLiveCause::Empty,
+    ];
+
     pub fn counter(self) -> Counter {
         match self {
             NoLiveCause::Generation => Counter::NoLiveGeneration,
@@ -50,21 +108,19 @@ impl NoLiveCause {
         }
     }
 
+    /// The `cause=` word of log lines and the `cause` label value.
     pub fn label(self) -> &'static str {
-        match self {
-            NoLiveCause::Generation => "generation",
-            NoLiveCause::Unavailable => "unavailable",
-            NoLiveCause::Empty => "empty",
-        }
+        self.counter()
+            .series()
+            .1
+            .label_value
+            .expect("no_live series are labelled by cause")
     }
 
-    /// The cause of a refused selection: the generation moved since the
-    /// state was taken, or else the list (primary and backup) was empty, or
-    /// else its peers were unusable.
-    pub fn classify(generation_moved: bool, primary: usize, backup: usize) -> NoLiveCause {
-        if generation_moved {
-            NoLiveCause::Generation
-        } else if primary == 0 && backup == 0 {
+    /// The cause of a refusal with the generation unchanged: the list
+    /// (primary and backup) was empty, or its peers were unusable.
+    pub fn of_list(primary: usize, backup: usize) -> NoLiveCause {
+        if primary == 0 && backup == 0 {
             NoLiveCause::Empty
         } else {
             NoLiveCause::Unavailable
@@ -88,6 +144,15 @@ impl Protocol {
             Protocol::Stream => "stream",
         }
     }
+
+    /// Before "upstream" in log lines: "" for http, "stream " for stream,
+    /// as nginx's own messages name them.
+    pub fn log_prefix(self) -> &'static str {
+        match self {
+            Protocol::Http => "",
+            Protocol::Stream => "stream ",
+        }
+    }
 }
 
 /// What the status endpoint shows for one upstream.
@@ -108,6 +173,14 @@ impl UpstreamStats {
     pub fn get(&self, c: Counter) -> u64 {
         self.counters[c as usize]
     }
+
+    fn value(&self, v: Value) -> u64 {
+        match v {
+            Value::Counter(c) => self.get(c),
+            Value::Generation => self.generation,
+            Value::Peers => self.peers,
+        }
+    }
 }
 
 /// `Content-Type` of the Prometheus rendering.
@@ -115,63 +188,134 @@ pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=ut
 /// `Content-Type` of the JSON rendering.
 pub const JSON_CONTENT_TYPE: &str = "application/json";
 
-struct Family {
-    name: &'static str,
-    kind: &'static str,
-    help: &'static str,
-    /// (extra label, counter) pairs; empty label name for none.
-    series: &'static [(&'static str, &'static str, Option<Counter>)],
+/// Every metric name starts with this.
+pub const PREFIX: &str = "nginx_generation_retry_";
+
+/// Prometheus metric type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
 }
 
-const FAMILIES: &[Family] = &[
+impl Kind {
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+        }
+    }
+}
+
+/// Where a series' value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value {
+    Counter(Counter),
+    /// The peer list's generation now.
+    Generation,
+    /// Peers in the list now.
+    Peers,
+}
+
+/// One metric family: a name, a type, a help text and its series.
+#[derive(Debug)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+    /// The label that tells the series apart (`phase`, `cause`), if any.
+    pub label: Option<&'static str>,
+    pub series: &'static [Series],
+}
+
+/// One series of a family, beside the `upstream` and `protocol` labels.
+#[derive(Debug)]
+pub struct Series {
+    /// The value of the family's label; `None` for an unlabelled family.
+    pub label_value: Option<&'static str>,
+    pub value: Value,
+}
+
+impl Family {
+    /// The key in an upstream's JSON object: the name without
+    /// [`PREFIX`] and `_total`.
+    pub fn json_key(&self) -> &'static str {
+        let short = self.name.strip_prefix(PREFIX).unwrap_or(self.name);
+        short.strip_suffix("_total").unwrap_or(short)
+    }
+}
+
+const fn plain(value: Value) -> Series {
+    Series {
+        label_value: None,
+        value,
+    }
+}
+
+const fn labelled(value: &'static str, c: Counter) -> Series {
+    Series {
+        label_value: Some(value),
+        value: Value::Counter(c),
+    }
+}
+
+/// The metrics, in the order both renderings list them.
+pub const FAMILIES: &[Family] = &[
     Family {
         name: "nginx_generation_retry_busy_total",
-        kind: "counter",
+        kind: Kind::Counter,
         help: "Peer selections refused because the peer list's generation changed since the request took its snapshot.",
+        label: Some("phase"),
         series: &[
-            ("phase", "first", Some(Counter::BusyFirst)),
-            ("phase", "retry", Some(Counter::BusyRetry)),
+            labelled("first", Counter::BusyFirst),
+            labelled("retry", Counter::BusyRetry),
         ],
     },
     Family {
         name: "nginx_generation_retry_resnapshots_total",
-        kind: "counter",
+        kind: Kind::Counter,
         help: "Fresh peer-list snapshots taken after a generation-busy refusal.",
-        series: &[("", "", Some(Counter::Resnapshots))],
+        label: None,
+        series: &[plain(Value::Counter(Counter::Resnapshots))],
     },
     Family {
         name: "nginx_generation_retry_rescued_total",
-        kind: "counter",
+        kind: Kind::Counter,
         help: "Generation-busy selections that a re-snapshot turned into a peer.",
-        series: &[("", "", Some(Counter::Rescued))],
+        label: None,
+        series: &[plain(Value::Counter(Counter::Rescued))],
     },
     Family {
         name: "nginx_generation_retry_failed_total",
-        kind: "counter",
+        kind: Kind::Counter,
         help: "Generation-busy selections that still ended in no live upstreams.",
-        series: &[("", "", Some(Counter::Failed))],
+        label: None,
+        series: &[plain(Value::Counter(Counter::Failed))],
     },
     Family {
         name: "nginx_generation_retry_no_live_total",
-        kind: "counter",
+        kind: Kind::Counter,
         help: "Selections that ended in no live upstreams, by cause.",
+        label: Some("cause"),
         series: &[
-            ("cause", "generation", Some(Counter::NoLiveGeneration)),
-            ("cause", "unavailable", Some(Counter::NoLiveUnavailable)),
-            ("cause", "empty", Some(Counter::NoLiveEmpty)),
+            labelled("generation", Counter::NoLiveGeneration),
+            labelled("unavailable", Counter::NoLiveUnavailable),
+            labelled("empty", Counter::NoLiveEmpty),
         ],
     },
     Family {
         name: "nginx_generation_retry_generation",
-        kind: "gauge",
+        kind: Kind::Gauge,
         help: "Current generation of the upstream's peer list.",
-        series: &[("", "", None)],
+        label: None,
+        series: &[plain(Value::Generation)],
     },
     Family {
         name: "nginx_generation_retry_peers",
-        kind: "gauge",
+        kind: Kind::Gauge,
         help: "Peers currently in the upstream's list, backup included.",
-        series: &[("", "", None)],
+        label: None,
+        series: &[plain(Value::Peers)],
     },
 ];
 
@@ -195,29 +339,20 @@ pub fn render_prometheus(stats: &[UpstreamStats]) -> String {
     let mut out = String::new();
     for f in FAMILIES {
         let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
-        let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
+        let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind.label());
         for s in stats {
             let upstream = escape_label(&s.name);
             let protocol = s.protocol.label();
-            for &(label, value, counter) in f.series {
-                let v = match (counter, f.name) {
-                    (Some(c), _) => s.get(c),
-                    (None, "nginx_generation_retry_generation") => s.generation,
-                    (None, _) => s.peers,
-                };
-                if label.is_empty() {
-                    let _ = writeln!(
-                        out,
-                        "{}{{upstream=\"{upstream}\",protocol=\"{protocol}\"}} {v}",
-                        f.name
-                    );
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "{}{{upstream=\"{upstream}\",protocol=\"{protocol}\",{label}=\"{value}\"}} {v}",
-                        f.name
-                    );
+            for series in f.series {
+                let _ = write!(
+                    out,
+                    "{}{{upstream=\"{upstream}\",protocol=\"{protocol}\"",
+                    f.name
+                );
+                if let (Some(label), Some(value)) = (f.label, series.label_value) {
+                    let _ = write!(out, ",{label}=\"{value}\"");
                 }
+                let _ = writeln!(out, "}} {}", s.value(series.value));
             }
         }
     }
@@ -244,143 +379,40 @@ pub fn escape_json(value: &str) -> String {
 }
 
 /// JSON: `{"upstreams":[{...}, ...]}`, one object per upstream with the
-/// same numbers as the Prometheus rendering.
+/// same numbers as the Prometheus rendering: a key per family
+/// ([`Family::json_key`]), an object keyed by label value for a labelled
+/// family.
 pub fn render_json(stats: &[UpstreamStats]) -> String {
     let mut out = String::from("{\"upstreams\":[");
     for (i, s) in stats.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        let c = |k: Counter| s.get(k);
         let _ = write!(
             out,
-            "{{\"upstream\":\"{}\",\"protocol\":\"{}\",\"mode\":\"{}\",\
-             \"busy\":{{\"first\":{},\"retry\":{}}},\
-             \"resnapshots\":{},\"rescued\":{},\"failed\":{},\
-             \"no_live\":{{\"generation\":{},\"unavailable\":{},\"empty\":{}}},\
-             \"generation\":{},\"peers\":{}}}",
+            "{{\"upstream\":\"{}\",\"protocol\":\"{}\",\"mode\":\"{}\"",
             escape_json(&s.name),
             s.protocol.label(),
             if s.rescue { "on" } else { "off" },
-            c(Counter::BusyFirst),
-            c(Counter::BusyRetry),
-            c(Counter::Resnapshots),
-            c(Counter::Rescued),
-            c(Counter::Failed),
-            c(Counter::NoLiveGeneration),
-            c(Counter::NoLiveUnavailable),
-            c(Counter::NoLiveEmpty),
-            s.generation,
-            s.peers,
         );
+        for f in FAMILIES {
+            let _ = write!(out, ",\"{}\":", f.json_key());
+            if f.label.is_none() {
+                let _ = write!(out, "{}", s.value(f.series[0].value));
+                continue;
+            }
+            out.push('{');
+            for (j, series) in f.series.iter().enumerate() {
+                let sep = if j > 0 { "," } else { "" };
+                let key = series.label_value.unwrap_or_default();
+                let _ = write!(out, "{sep}\"{key}\":{}", s.value(series.value));
+            }
+            out.push('}');
+        }
+        out.push('}');
     }
     out.push_str("]}\n");
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stats(name: &str) -> UpstreamStats {
-        let mut counters = [0; COUNTERS];
-        for (i, c) in counters.iter_mut().enumerate() {
-            *c = i as u64 + 1;
-        }
-        UpstreamStats {
-            name: name.into(),
-            protocol: Protocol::Http,
-            rescue: true,
-            counters,
-            generation: 6,
-            peers: 1,
-        }
-    }
-
-    #[test]
-    fn prometheus_has_one_help_and_type_per_metric_and_all_series() {
-        let other = UpstreamStats {
-            protocol: Protocol::Stream,
-            ..stats("other")
-        };
-        let text = render_prometheus(&[stats("be"), other]);
-        assert!(text.ends_with('\n'));
-        for f in FAMILIES {
-            assert_eq!(text.matches(&format!("# HELP {} ", f.name)).count(), 1);
-            assert_eq!(text.matches(&format!("# TYPE {} ", f.name)).count(), 1);
-            assert!(f.kind != "counter" || f.name.ends_with("_total"));
-        }
-        assert!(
-            text.contains("nginx_generation_retry_busy_total{upstream=\"be\",protocol=\"http\",phase=\"first\"} 1\n")
-        );
-        assert!(
-            text.contains("nginx_generation_retry_busy_total{upstream=\"be\",protocol=\"http\",phase=\"retry\"} 2\n")
-        );
-        assert!(text.contains(
-            "nginx_generation_retry_resnapshots_total{upstream=\"be\",protocol=\"http\"} 3\n"
-        ));
-        assert!(text.contains(
-            "nginx_generation_retry_rescued_total{upstream=\"be\",protocol=\"http\"} 4\n"
-        ));
-        assert!(text.contains(
-            "nginx_generation_retry_failed_total{upstream=\"be\",protocol=\"http\"} 5\n"
-        ));
-        assert!(text.contains(
-            "nginx_generation_retry_no_live_total{upstream=\"be\",protocol=\"http\",cause=\"generation\"} 6\n"
-        ));
-        assert!(text.contains(
-            "nginx_generation_retry_no_live_total{upstream=\"be\",protocol=\"http\",cause=\"unavailable\"} 7\n"
-        ));
-        assert!(text
-            .contains("nginx_generation_retry_no_live_total{upstream=\"be\",protocol=\"http\",cause=\"empty\"} 8\n"));
-        assert!(text.contains(
-            "nginx_generation_retry_generation{upstream=\"other\",protocol=\"stream\"} 6\n"
-        ));
-        assert!(text
-            .contains("nginx_generation_retry_peers{upstream=\"other\",protocol=\"stream\"} 1\n"));
-        // Every sample line is `name{labels} value`.
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let (series, value) = line.rsplit_once(' ').unwrap();
-            assert!(series.ends_with('}'), "{line}");
-            value.parse::<u64>().unwrap();
-        }
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
-        let text = render_prometheus(&[stats("we\"ird")]);
-        assert!(text.contains("{upstream=\"we\\\"ird\",protocol=\"http\"}"));
-    }
-
-    #[test]
-    fn empty_stats_still_declare_the_metrics() {
-        let text = render_prometheus(&[]);
-        assert_eq!(text.lines().count(), FAMILIES.len() * 2);
-        assert_eq!(render_json(&[]), "{\"upstreams\":[]}\n");
-    }
-
-    #[test]
-    fn json_carries_the_same_numbers() {
-        let json = render_json(&[stats("be")]);
-        assert_eq!(
-            json,
-            "{\"upstreams\":[{\"upstream\":\"be\",\"protocol\":\"http\",\"mode\":\"on\",\"busy\":{\"first\":1,\"retry\":2},\
-             \"resnapshots\":3,\"rescued\":4,\"failed\":5,\
-             \"no_live\":{\"generation\":6,\"unavailable\":7,\"empty\":8},\
-             \"generation\":6,\"peers\":1}]}\n"
-        );
-        assert_eq!(escape_json("a\"\\\n\u{1}"), "a\\\"\\\\\\n\\u0001");
-    }
-
-    #[test]
-    fn causes() {
-        assert_eq!(NoLiveCause::classify(true, 0, 0), NoLiveCause::Generation);
-        assert_eq!(NoLiveCause::classify(false, 0, 0), NoLiveCause::Empty);
-        assert_eq!(NoLiveCause::classify(false, 0, 1), NoLiveCause::Unavailable);
-        assert_eq!(NoLiveCause::classify(false, 2, 0), NoLiveCause::Unavailable);
-        assert_eq!(NoLiveCause::Empty.counter(), Counter::NoLiveEmpty);
-    }
 }
 
 /// `n` in decimal, written into `buf` without touching the heap (for the
@@ -404,25 +436,4 @@ pub fn wants_json(query: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod query_tests {
-    use super::{decimal, wants_json};
-
-    #[test]
-    fn decimal_digits() {
-        let mut b = [0u8; 10];
-        assert_eq!(decimal(0, &mut b), b"0");
-        assert_eq!(decimal(7, &mut b), b"7");
-        assert_eq!(decimal(1656, &mut b), b"1656");
-        assert_eq!(decimal(u32::MAX, &mut b), b"4294967295");
-    }
-
-    #[test]
-    fn format_argument() {
-        assert!(wants_json(b"format=json"));
-        assert!(wants_json(b"a=1&format=json"));
-        assert!(!wants_json(b""));
-        assert!(!wants_json(b"format=jsonx"));
-        assert!(!wants_json(b"xformat=json"));
-        assert!(!wants_json(b"format=JSON&%%%&&="));
-    }
-}
+mod tests;

@@ -1,0 +1,132 @@
+//! The module's error-log lines. They are a contract with operators (who
+//! grep them) and with the tests (which look for them), so both the module
+//! and `t/` build them here.
+
+use crate::metrics::{NoLiveCause, Protocol};
+use crate::rescue::Failure;
+
+/// Every line the module logs starts with this.
+pub const MARKER: &str = "generation_retry: ";
+
+/// The start of a rescue line (`[warn]`):
+/// `generation_retry: upstream "be" peer list changed`.
+pub fn rescued_marker(protocol: Protocol, upstream: &str) -> String {
+    format!(
+        "{MARKER}{}upstream \"{upstream}\" peer list changed",
+        protocol.log_prefix()
+    )
+}
+
+/// A rescue: `... peer list changed (generation 3 -> 4), selected
+/// 127.0.0.2:8080 on a fresh snapshot`.
+pub fn rescued(protocol: Protocol, upstream: &str, from: usize, to: usize, peer: &str) -> String {
+    format!(
+        "{} (generation {from} -> {to}), selected {peer} on a fresh snapshot",
+        rescued_marker(protocol, upstream)
+    )
+}
+
+/// The start of a `no live upstreams` line (`[error]`) of a given cause:
+/// `generation_retry: upstream "be": cause=empty`.
+pub fn no_live_marker(protocol: Protocol, upstream: &str, cause: NoLiveCause) -> String {
+    format!("{}{}", no_live_prefix(protocol, upstream), cause.label())
+}
+
+/// `generation_retry: upstream "be": cause=`, whatever the cause.
+pub fn no_live_prefix(protocol: Protocol, upstream: &str) -> String {
+    format!(
+        "{MARKER}{}upstream \"{upstream}\": cause=",
+        protocol.log_prefix()
+    )
+}
+
+/// A selection that ended in `no live upstreams`, with why.
+pub fn no_live(protocol: Protocol, upstream: &str, cause: NoLiveCause, why: Failure) -> String {
+    let marker = no_live_marker(protocol, upstream, cause);
+    match why {
+        Failure::NotGeneration => marker,
+        Failure::Observed { from, to } => {
+            format!("{marker}, generation {from} -> {to}, observe only")
+        }
+        Failure::ReinitFailed => format!("{marker}, re-snapshot failed"),
+        Failure::FreshListRefused { at } => {
+            format!("{marker}, after re-snapshot at generation {at}")
+        }
+        Failure::StillMoving { max } => {
+            format!("{marker}, generation still moving after {max} re-snapshots (max={max})")
+        }
+    }
+}
+
+/// `[warn]` at configuration: the directive in an upstream without `zone`.
+pub fn no_zone(
+    directive: &str,
+    protocol: Protocol,
+    upstream: &str,
+    file: &str,
+    line: usize,
+) -> String {
+    format!(
+        "\"{directive}\" has no effect in {}upstream \"{upstream}\" without \"zone\": \
+         there is no peer-list generation to follow in {file}:{line}",
+        protocol.log_prefix()
+    )
+}
+
+/// `[warn]` at configuration: the counters zone has no slot left.
+pub fn zone_full(slots: usize, protocol: Protocol, upstream: &str) -> String {
+    format!(
+        "{MARKER}counters zone is full ({slots} upstreams); \
+         {} upstream \"{upstream}\" is not counted until restart",
+        protocol.label()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_start_with_their_markers() {
+        let rescued = rescued(Protocol::Stream, "be0", 3, 4, "127.0.0.2:9000");
+        assert_eq!(
+            rescued,
+            "generation_retry: stream upstream \"be0\" peer list changed (generation 3 -> 4), \
+             selected 127.0.0.2:9000 on a fresh snapshot"
+        );
+        assert!(rescued.starts_with(&rescued_marker(Protocol::Stream, "be0")));
+        for cause in NoLiveCause::ALL {
+            for why in [
+                Failure::NotGeneration,
+                Failure::Observed { from: 1, to: 2 },
+                Failure::ReinitFailed,
+                Failure::FreshListRefused { at: 2 },
+                Failure::StillMoving { max: 2 },
+            ] {
+                let line = no_live(Protocol::Http, "be", cause, why);
+                assert!(line.starts_with(&no_live_marker(Protocol::Http, "be", cause)));
+                assert!(line.starts_with(&no_live_prefix(Protocol::Http, "be")));
+                assert!(line.starts_with(MARKER));
+            }
+        }
+        assert_eq!(
+            no_live(
+                Protocol::Http,
+                "be",
+                NoLiveCause::Generation,
+                Failure::StillMoving { max: 2 }
+            ),
+            "generation_retry: upstream \"be\": cause=generation, \
+             generation still moving after 2 re-snapshots (max=2)"
+        );
+        assert_eq!(
+            no_live(
+                Protocol::Http,
+                "be",
+                NoLiveCause::Empty,
+                Failure::NotGeneration
+            ),
+            "generation_retry: upstream \"be\": cause=empty"
+        );
+    }
+}

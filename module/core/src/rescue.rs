@@ -1,0 +1,227 @@
+//! The rescue rule, the one decision this project exists for, as a pure
+//! state machine.
+//!
+//! A balancer refused a selection (`NGX_BUSY`). If the peer list's
+//! generation is the one the request's balancer state was taken at, the
+//! refusal is the list's own (down, failed, `max_conns`, empty) and is only
+//! classified. If the generation moved, the refusal is round-robin's
+//! generation check (nginx/nginx#1656): with `off` it is counted and left to
+//! fail; with `on` the request takes a fresh snapshot (the balancer's own
+//! `peer.init` again) and selects again, at most `max` times, keeping the
+//! tries it had left.
+//!
+//! [`Snapshot::select`] runs that rule over a [`Balancer`], the few things it
+//! needs from nginx, and returns a [`Decision`]: what to answer nginx, what
+//! to log and what to count. `module/src/peer.rs` implements [`Balancer`]
+//! over the real peer connection; the tests below implement it with a fake.
+
+use crate::directive::Resnapshot;
+use crate::metrics::{Counter, Counters, NoLiveCause, COUNTERS};
+
+/// What a balancer's `get` returned, as the rule sees it. The codes are
+/// nginx's, carried through untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// A peer was selected (`NGX_OK`), or a cached connection (`NGX_DONE`).
+    Peer(isize),
+    /// Refused: `NGX_BUSY`, which nginx reports as `no live upstreams`.
+    Busy,
+    /// Any other code (`NGX_ERROR`, ...).
+    Error(isize),
+}
+
+/// What the rule needs from the request's balancer.
+pub trait Balancer {
+    /// The peer list's generation now.
+    fn generation(&self) -> usize;
+    /// Primary and backup peers in the list now.
+    fn peer_counts(&self) -> (usize, usize);
+    /// Selects a peer with the current balancer state.
+    fn select(&mut self) -> Selection;
+    /// Replaces the balancer state with a fresh one (the upstream's own
+    /// `peer.init` again). On `false` the previous state is in place again.
+    fn reinit(&mut self) -> bool;
+    /// The request's remaining tries (`pc->tries`).
+    fn tries(&self) -> usize;
+    fn set_tries(&mut self, tries: usize);
+}
+
+/// Why a generation-busy or refused selection ended in `no live upstreams`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The generation did not move: the list's own refusal.
+    NotGeneration,
+    /// `off`: counted, not rescued.
+    Observed { from: usize, to: usize },
+    /// The fresh `peer.init` failed; the previous state was put back.
+    ReinitFailed,
+    /// The fresh list itself had nothing usable.
+    FreshListRefused { at: usize },
+    /// Still moving after `max` re-snapshots.
+    StillMoving { max: u32 },
+}
+
+/// The outcome of one selection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// nginx gets the balancer's answer unchanged: a peer, or an error.
+    /// Also a non-busy error from a fresh selection.
+    Pass(Selection),
+    /// A generation-busy selection turned into a peer on a fresh snapshot.
+    Rescued {
+        from: usize,
+        to: usize,
+        selection: Selection,
+    },
+    /// `no live upstreams` (nginx gets `NGX_BUSY`).
+    Failed { cause: NoLiveCause, why: Failure },
+}
+
+/// Counter increments one selection produced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally(pub [u32; COUNTERS]);
+
+impl Tally {
+    fn add(&mut self, c: Counter) {
+        self.0[c as usize] += 1;
+    }
+
+    /// The non-zero increments.
+    pub fn iter(&self) -> impl Iterator<Item = (Counter, u32)> + '_ {
+        Counter::ALL
+            .iter()
+            .map(|&c| (c, self.0[c as usize]))
+            .filter(|&(_, n)| n > 0)
+    }
+
+    /// As counter values (for adding up in tests).
+    pub fn counters(&self) -> Counters {
+        core::array::from_fn(|i| u64::from(self.0[i]))
+    }
+}
+
+/// What [`Snapshot::select`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    pub tally: Tally,
+}
+
+impl Decision {
+    fn failed(mut tally: Tally, cause: NoLiveCause, why: Failure) -> Decision {
+        tally.add(cause.counter());
+        Decision {
+            outcome: Outcome::Failed { cause, why },
+            tally,
+        }
+    }
+}
+
+/// A request's (or stream session's) view of its balancer state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The generation the balancer state was taken at.
+    pub generation: usize,
+    /// Selections asked so far (0 before the first).
+    pub selections: u32,
+    /// Re-snapshots taken (`$generation_retry_resnapshots`).
+    pub resnapshots: u32,
+}
+
+impl Snapshot {
+    /// State taken at `generation` (read before the balancer's `peer.init`:
+    /// if the list moves in between, the state is newer than recorded and
+    /// a later refusal is only re-checked once more).
+    pub fn new(generation: usize) -> Snapshot {
+        Snapshot {
+            generation,
+            selections: 0,
+            resnapshots: 0,
+        }
+    }
+
+    /// One selection nginx asked for, under `setting`.
+    pub fn select<B: Balancer>(&mut self, b: &mut B, setting: Resnapshot) -> Decision {
+        let first = self.selections == 0;
+        self.selections += 1;
+        let mut tally = Tally::default();
+
+        let selection = b.select();
+        if selection != Selection::Busy {
+            return Decision {
+                outcome: Outcome::Pass(selection),
+                tally,
+            };
+        }
+        let now = b.generation();
+        if now == self.generation {
+            let (primary, backup) = b.peer_counts();
+            let cause = NoLiveCause::of_list(primary, backup);
+            return Decision::failed(tally, cause, Failure::NotGeneration);
+        }
+
+        tally.add(if first {
+            Counter::BusyFirst
+        } else {
+            Counter::BusyRetry
+        });
+        let from = self.generation;
+        if !setting.enabled {
+            tally.add(Counter::Failed);
+            let why = Failure::Observed { from, to: now };
+            return Decision::failed(tally, NoLiveCause::Generation, why);
+        }
+
+        let tries = b.tries();
+        for _ in 0..setting.max {
+            tally.add(Counter::Resnapshots);
+            self.resnapshots += 1;
+            let before = self.generation;
+            self.generation = b.generation();
+            let fresh = b.reinit();
+            // peer.init sets tries to the list's size, which would undo the
+            // proxy_next_upstream_tries clamp: keep what the request had.
+            b.set_tries(tries);
+            if !fresh {
+                self.generation = before;
+                tally.add(Counter::Failed);
+                return Decision::failed(tally, NoLiveCause::Generation, Failure::ReinitFailed);
+            }
+
+            match b.select() {
+                Selection::Peer(rc) => {
+                    tally.add(Counter::Rescued);
+                    return Decision {
+                        outcome: Outcome::Rescued {
+                            from,
+                            to: self.generation,
+                            selection: Selection::Peer(rc),
+                        },
+                        tally,
+                    };
+                }
+                Selection::Error(rc) => {
+                    return Decision {
+                        outcome: Outcome::Pass(Selection::Error(rc)),
+                        tally,
+                    };
+                }
+                Selection::Busy if b.generation() == self.generation => {
+                    tally.add(Counter::Failed);
+                    let (primary, backup) = b.peer_counts();
+                    let why = Failure::FreshListRefused {
+                        at: self.generation,
+                    };
+                    return Decision::failed(tally, NoLiveCause::of_list(primary, backup), why);
+                }
+                Selection::Busy => {}
+            }
+        }
+        tally.add(Counter::Failed);
+        let why = Failure::StillMoving { max: setting.max };
+        Decision::failed(tally, NoLiveCause::Generation, why)
+    }
+}
+
+#[cfg(test)]
+mod tests;

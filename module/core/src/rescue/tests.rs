@@ -1,0 +1,436 @@
+//! Every branch of the rescue rule, over a scripted fake balancer.
+
+use std::collections::VecDeque;
+
+use super::*;
+
+const PEER: Selection = Selection::Peer(0);
+const CACHED: Selection = Selection::Peer(-4);
+const ERROR: Selection = Selection::Error(-1);
+
+/// What one `select` of the fake does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Returns this selection (a peer or an error).
+    Give(Selection),
+    /// Busy, and the list's generation moved (a re-resolve landed).
+    BusyMoved,
+    /// Busy with the generation unchanged: the list's own refusal.
+    BusySame,
+}
+
+/// A balancer whose answers are a script.
+struct Fake {
+    /// The list's generation now.
+    generation: usize,
+    primary: usize,
+    backup: usize,
+    selects: VecDeque<Step>,
+    reinits: VecDeque<bool>,
+    tries: usize,
+    /// How many fresh states were installed.
+    fresh_states: u32,
+    reinit_calls: u32,
+}
+
+impl Fake {
+    fn new(selects: &[Step], reinits: &[bool]) -> Fake {
+        Fake {
+            generation: 7,
+            primary: 2,
+            backup: 0,
+            selects: selects.iter().copied().collect(),
+            reinits: reinits.iter().copied().collect(),
+            tries: 1,
+            fresh_states: 0,
+            reinit_calls: 0,
+        }
+    }
+}
+
+impl Balancer for Fake {
+    fn generation(&self) -> usize {
+        self.generation
+    }
+    fn peer_counts(&self) -> (usize, usize) {
+        (self.primary, self.backup)
+    }
+    fn select(&mut self) -> Selection {
+        // Past the script's end, a peer.
+        match self.selects.pop_front().unwrap_or(Step::Give(PEER)) {
+            Step::Give(s) => s,
+            Step::BusyMoved => {
+                self.generation += 1;
+                Selection::Busy
+            }
+            Step::BusySame => Selection::Busy,
+        }
+    }
+    fn reinit(&mut self) -> bool {
+        self.reinit_calls += 1;
+        // Like round-robin's init: tries becomes the list's size, which the
+        // rule must undo; a failed init may have written it too.
+        self.tries = 40 + self.primary;
+        let ok = self.reinits.pop_front().unwrap_or(true);
+        if ok {
+            self.fresh_states += 1;
+        }
+        ok
+    }
+    fn tries(&self) -> usize {
+        self.tries
+    }
+    fn set_tries(&mut self, tries: usize) {
+        self.tries = tries;
+    }
+}
+
+const ON: Resnapshot = Resnapshot {
+    enabled: true,
+    max: 2,
+};
+const OFF: Resnapshot = Resnapshot {
+    enabled: false,
+    max: 2,
+};
+
+fn tally(pairs: &[(Counter, u32)]) -> Tally {
+    let mut t = Tally::default();
+    for &(c, n) in pairs {
+        t.0[c as usize] = n;
+    }
+    t
+}
+
+/// Runs a selection on a request whose state was taken at the fake's
+/// generation, after `earlier` successful selections.
+fn run(fake: &mut Fake, setting: Resnapshot, earlier: u32) -> (Snapshot, Decision) {
+    let mut s = Snapshot::new(fake.generation);
+    s.selections = earlier;
+    let d = s.select(fake, setting);
+    (s, d)
+}
+
+#[test]
+fn a_selection_that_is_not_refused_passes_through_uncounted() {
+    for given in [PEER, CACHED, ERROR] {
+        let mut f = Fake::new(&[Step::Give(given)], &[]);
+        let (s, d) = run(&mut f, ON, 0);
+        assert_eq!(d.outcome, Outcome::Pass(given));
+        assert_eq!(d.tally, Tally::default());
+        assert_eq!((s.selections, s.resnapshots, f.reinit_calls), (1, 0, 0));
+    }
+}
+
+#[test]
+fn a_refusal_with_the_generation_unchanged_is_the_lists_own() {
+    for (primary, backup, cause) in [
+        (2, 0, NoLiveCause::Unavailable),
+        (0, 1, NoLiveCause::Unavailable),
+        (0, 0, NoLiveCause::Empty),
+    ] {
+        for setting in [ON, OFF] {
+            let mut f = Fake::new(&[Step::BusySame], &[]);
+            (f.primary, f.backup) = (primary, backup);
+            let (_, d) = run(&mut f, setting, 1);
+            let why = Failure::NotGeneration;
+            assert_eq!(d.outcome, Outcome::Failed { cause, why });
+            assert_eq!(d.tally, tally(&[(cause.counter(), 1)]));
+            assert_eq!(f.reinit_calls, 0);
+        }
+    }
+}
+
+#[test]
+fn first_selection_and_retry_count_as_their_phase() {
+    for (earlier, phase) in [
+        (0, Counter::BusyFirst),
+        (1, Counter::BusyRetry),
+        (3, Counter::BusyRetry),
+    ] {
+        let mut f = Fake::new(&[Step::BusyMoved, Step::Give(PEER)], &[]);
+        let (_, d) = run(&mut f, ON, earlier);
+        assert_eq!(
+            d.tally,
+            tally(&[(phase, 1), (Counter::Resnapshots, 1), (Counter::Rescued, 1)])
+        );
+    }
+}
+
+#[test]
+fn observe_mode_counts_and_fails_without_a_resnapshot() {
+    let mut f = Fake::new(&[Step::BusyMoved], &[]);
+    let (s, d) = run(&mut f, OFF, 1);
+    assert_eq!(
+        d.outcome,
+        Outcome::Failed {
+            cause: NoLiveCause::Generation,
+            why: Failure::Observed { from: 7, to: 8 }
+        }
+    );
+    assert_eq!(
+        d.tally,
+        tally(&[
+            (Counter::BusyRetry, 1),
+            (Counter::Failed, 1),
+            (Counter::NoLiveGeneration, 1)
+        ])
+    );
+    assert_eq!((f.reinit_calls, s.resnapshots, s.generation), (0, 0, 7));
+}
+
+#[test]
+fn rescued_on_the_first_resnapshot_keeps_the_tries() {
+    for given in [PEER, CACHED] {
+        let mut f = Fake::new(&[Step::BusyMoved, Step::Give(given)], &[]);
+        f.tries = 1;
+        let (s, d) = run(&mut f, ON, 1);
+        assert_eq!(
+            d.outcome,
+            Outcome::Rescued {
+                from: 7,
+                to: 8,
+                selection: given
+            }
+        );
+        assert_eq!(
+            d.tally,
+            tally(&[
+                (Counter::BusyRetry, 1),
+                (Counter::Resnapshots, 1),
+                (Counter::Rescued, 1)
+            ])
+        );
+        assert_eq!(f.tries, 1, "tries restored after peer.init reset them");
+        assert_eq!((s.generation, s.resnapshots, f.fresh_states), (8, 1, 1));
+    }
+}
+
+#[test]
+fn rescued_on_the_nth_resnapshot_when_the_list_moves_again() {
+    let script = [Step::BusyMoved, Step::BusyMoved, Step::Give(PEER)];
+    let mut f = Fake::new(&script, &[]);
+    let (s, d) = run(
+        &mut f,
+        Resnapshot {
+            enabled: true,
+            max: 3,
+        },
+        0,
+    );
+    assert_eq!(
+        d.outcome,
+        Outcome::Rescued {
+            from: 7,
+            to: 9,
+            selection: PEER
+        }
+    );
+    assert_eq!(
+        d.tally,
+        tally(&[
+            (Counter::BusyFirst, 1),
+            (Counter::Resnapshots, 2),
+            (Counter::Rescued, 1)
+        ])
+    );
+    assert_eq!((s.resnapshots, f.reinit_calls, f.tries), (2, 2, 1));
+}
+
+#[test]
+fn a_fresh_list_that_refuses_is_classified_by_its_contents() {
+    for (primary, cause) in [(0, NoLiveCause::Empty), (3, NoLiveCause::Unavailable)] {
+        let mut f = Fake::new(&[Step::BusyMoved, Step::BusySame], &[]);
+        f.primary = primary;
+        let (s, d) = run(&mut f, ON, 1);
+        assert_eq!(
+            d.outcome,
+            Outcome::Failed {
+                cause,
+                why: Failure::FreshListRefused { at: 8 }
+            }
+        );
+        assert_eq!(
+            d.tally,
+            tally(&[
+                (Counter::BusyRetry, 1),
+                (Counter::Resnapshots, 1),
+                (Counter::Failed, 1),
+                (cause.counter(), 1)
+            ])
+        );
+        assert_eq!((s.generation, f.tries), (8, 1));
+    }
+}
+
+#[test]
+fn still_moving_after_max_resnapshots_fails_with_generation() {
+    for max in [1, 2, 16] {
+        let script = vec![Step::BusyMoved; 1 + max as usize];
+        let mut f = Fake::new(&script, &[]);
+        let (s, d) = run(&mut f, Resnapshot { enabled: true, max }, 1);
+        assert_eq!(
+            d.outcome,
+            Outcome::Failed {
+                cause: NoLiveCause::Generation,
+                why: Failure::StillMoving { max }
+            }
+        );
+        assert_eq!(
+            d.tally,
+            tally(&[
+                (Counter::BusyRetry, 1),
+                (Counter::Resnapshots, max),
+                (Counter::Failed, 1),
+                (Counter::NoLiveGeneration, 1)
+            ])
+        );
+        assert_eq!((s.resnapshots, f.reinit_calls, f.tries), (max, max, 1));
+        assert!(f.selects.is_empty());
+    }
+}
+
+#[test]
+fn a_failed_reinit_rolls_back_and_keeps_the_tries() {
+    let mut f = Fake::new(&[Step::BusyMoved], &[false]);
+    let (s, d) = run(&mut f, ON, 1);
+    assert_eq!(
+        d.outcome,
+        Outcome::Failed {
+            cause: NoLiveCause::Generation,
+            why: Failure::ReinitFailed
+        }
+    );
+    assert_eq!(s.generation, 7, "the old state's generation is back");
+    assert_eq!(f.tries, 1, "tries restored on the failure path too");
+    assert_eq!(
+        d.tally,
+        tally(&[
+            (Counter::BusyRetry, 1),
+            (Counter::Resnapshots, 1),
+            (Counter::Failed, 1),
+            (Counter::NoLiveGeneration, 1)
+        ])
+    );
+}
+
+#[test]
+fn a_non_busy_error_from_the_fresh_selection_is_passed_through() {
+    let mut f = Fake::new(&[Step::BusyMoved, Step::Give(ERROR)], &[]);
+    let (_, d) = run(&mut f, ON, 1);
+    assert_eq!(d.outcome, Outcome::Pass(ERROR));
+    assert_eq!(
+        d.tally,
+        tally(&[(Counter::BusyRetry, 1), (Counter::Resnapshots, 1)])
+    );
+}
+
+/// Every script of up to four selections and two re-init results, for
+/// `on` and `off`, `max` 1 to 3, first selection and retry: the counts
+/// always add up, the bound holds and tries are never lost.
+#[test]
+fn every_short_script_keeps_the_invariants() {
+    let steps = [
+        Step::Give(PEER),
+        Step::Give(ERROR),
+        Step::BusyMoved,
+        Step::BusySame,
+    ];
+    let mut scripts: Vec<Vec<Step>> = vec![vec![]];
+    for _ in 0..4 {
+        let longer: Vec<Vec<Step>> = scripts
+            .iter()
+            .filter(|s| s.len() == scripts.last().unwrap().len())
+            .flat_map(|s| {
+                steps.iter().map(move |&st| {
+                    let mut n = s.clone();
+                    n.push(st);
+                    n
+                })
+            })
+            .collect();
+        scripts.extend(longer);
+    }
+    let mut runs = 0;
+    for script in scripts.iter().filter(|s| !s.is_empty()) {
+        for reinits in [[true, true], [false, true], [true, false]] {
+            for enabled in [true, false] {
+                for max in 1..=3 {
+                    for earlier in [0, 1] {
+                        let mut f = Fake::new(script, &reinits);
+                        let setting = Resnapshot { enabled, max };
+                        let mut s = Snapshot::new(f.generation);
+                        s.selections = earlier;
+                        let d = s.select(&mut f, setting);
+                        runs += 1;
+                        check(&f, &s, &d, setting, earlier, script.len());
+                    }
+                }
+            }
+        }
+    }
+    assert!(runs > 1000, "{runs}");
+}
+
+fn check(f: &Fake, s: &Snapshot, d: &Decision, setting: Resnapshot, earlier: u32, len: usize) {
+    let n = |c: Counter| d.tally.0[c as usize];
+    let busy = n(Counter::BusyFirst) + n(Counter::BusyRetry);
+    let no_live: u32 = NoLiveCause::ALL.iter().map(|c| n(c.counter())).sum();
+    let ctx = format!("{d:?} {setting:?} earlier={earlier} script len {len}");
+
+    assert!(busy <= 1, "{ctx}");
+    assert_eq!(
+        n(Counter::BusyFirst) == 1,
+        busy == 1 && earlier == 0,
+        "{ctx}"
+    );
+    assert_eq!(s.selections, earlier + 1);
+    // Re-snapshots: only with `on`, at most max, one re-init each.
+    assert!(n(Counter::Resnapshots) <= setting.max, "{ctx}");
+    assert_eq!(n(Counter::Resnapshots), s.resnapshots, "{ctx}");
+    assert_eq!(n(Counter::Resnapshots), f.reinit_calls, "{ctx}");
+    if !setting.enabled {
+        assert_eq!(f.reinit_calls, 0, "{ctx}");
+    }
+    if f.reinit_calls > 0 {
+        assert_eq!(f.tries, 1, "tries kept: {ctx}");
+    }
+    // One outcome, counted once.
+    assert_eq!(
+        no_live,
+        u32::from(matches!(d.outcome, Outcome::Failed { .. })),
+        "{ctx}"
+    );
+    match d.outcome {
+        Outcome::Pass(sel) => {
+            assert_ne!(sel, Selection::Busy, "{ctx}");
+            assert_eq!(n(Counter::Rescued) + n(Counter::Failed), 0, "{ctx}");
+            // Only a fresh selection's error passes after a busy.
+            if busy == 1 {
+                assert!(matches!(sel, Selection::Error(_)), "{ctx}");
+            }
+        }
+        Outcome::Rescued {
+            from,
+            to,
+            selection,
+        } => {
+            assert!(setting.enabled && busy == 1, "{ctx}");
+            assert_eq!((n(Counter::Rescued), n(Counter::Failed)), (1, 0), "{ctx}");
+            assert!(matches!(selection, Selection::Peer(_)), "{ctx}");
+            assert!(to > from && to == s.generation, "{ctx}");
+        }
+        Outcome::Failed { cause, why } => {
+            // busy = rescued + failed, for every busy that is not passed.
+            assert_eq!(n(Counter::Failed), busy, "{ctx}");
+            assert_eq!(n(Counter::Rescued), 0, "{ctx}");
+            assert_eq!(why == Failure::NotGeneration, busy == 0, "{ctx}");
+            if matches!(
+                why,
+                Failure::Observed { .. } | Failure::StillMoving { .. } | Failure::ReinitFailed
+            ) {
+                assert_eq!(cause, NoLiveCause::Generation, "{ctx}");
+            }
+        }
+    }
+}
