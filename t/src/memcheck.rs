@@ -7,6 +7,10 @@
 //!
 //! Suppressions (`ci/valgrind.supp`) cover only what stock nginx 1.28.0
 //! itself reports under the same command; each is explained there.
+//!
+//! [`parse`] is the project's one reader of memcheck logs: the harness
+//! fails a test on its [`Report`], and `cargo xtask valgrind` sums the
+//! same reports over every log of a run.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -73,6 +77,9 @@ pub struct Report {
     /// From `ERROR SUMMARY: N errors`; counts definite leaks too (they are
     /// errors with `--errors-for-leak-kinds=definite`).
     pub errors: u64,
+    /// From `ERROR SUMMARY: ... (suppressed: S from T)`: errors the
+    /// suppressions hid.
+    pub suppressed: u64,
     /// From the `LEAK SUMMARY`: `definitely lost: B bytes in N blocks`.
     pub definitely_lost_bytes: u64,
     pub definitely_lost_blocks: u64,
@@ -184,6 +191,9 @@ pub fn parse(text: &str) -> Report {
             if let Some(rest) = line.strip_prefix("ERROR SUMMARY: ") {
                 r.complete = true;
                 r.errors = first_number(rest);
+                r.suppressed = rest
+                    .split_once("suppressed: ")
+                    .map_or(0, |(_, s)| first_number(s));
             } else if let Some(rest) = line.strip_prefix("definitely lost: ") {
                 let (bytes, blocks) = bytes_in_blocks(rest);
                 r.definitely_lost_bytes = bytes;
@@ -267,6 +277,23 @@ mod tests {
         let r = parse(CLEAN);
         assert!(r.clean(), "{r:?}");
         assert!(r.excerpts.is_empty());
+        assert_eq!(r.suppressed, 3);
+    }
+
+    #[test]
+    fn summaries_are_read_with_thousands_separators() {
+        let r = parse(
+            "==9== LEAK SUMMARY:\n\
+             ==9==    definitely lost: 1,024 bytes in 2 blocks\n\
+             ==9== ERROR SUMMARY: 1,003 errors from 2 contexts (suppressed: 4,000 from 1)\n",
+        );
+        assert!(r.complete);
+        assert_eq!((r.errors, r.suppressed), (1003, 4000));
+        assert_eq!(
+            (r.definitely_lost_bytes, r.definitely_lost_blocks),
+            (1024, 2)
+        );
+        assert!(!parse("==9== Memcheck, a memory error detector\n").complete);
     }
 
     #[test]

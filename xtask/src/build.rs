@@ -18,10 +18,11 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::patched::StockBuild;
-use crate::tree::{files, fnv1a, nginx_tree};
+use crate::patched::{self, StockBuild};
+use crate::prereq;
+use crate::tree::{copy_if_changed, files, fnv1a, nginx_tree};
 use crate::versions::{self, Selection, Which, DEFAULT, FLAGS, MATRIX};
-use crate::{cargo, prereq, root, run, target_dir, version_dir, Result};
+use crate::workspace::{cargo, root, run, target_dir, version_dir, Result};
 
 pub const MODULE_PACKAGE: &str = "ngx_http_upstream_generation_retry_module";
 pub const MODULE_FILE: &str = "ngx_http_upstream_generation_retry_module.so";
@@ -92,7 +93,7 @@ fn build_vendored() -> Result<Built> {
         ));
     }
     let identity = stock.source.to_string_lossy().into_owned();
-    let patched = crate::patched::build(DEFAULT, &stock.source, &identity, &stock.flags, &install)?;
+    let patched = patched::build(DEFAULT, &stock.source, &identity, &stock.flags, &install)?;
     check_nginx(&patched, DEFAULT)?;
     Ok(Built {
         version: DEFAULT.to_string(),
@@ -123,14 +124,14 @@ fn build_from_source(version: &str, user: Option<&Path>) -> Result<Built> {
     check_nginx(&stock_nginx, &version)?;
     module_against(&objs, &stamp, &install.join("modules"))?;
 
-    if crate::patched::patch_dir(&version).is_dir() {
-        let patched = crate::patched::build(&version, &src.tree, &src.identity, &flags, &install)?;
+    if patched::patch_dir(&version).is_dir() {
+        let patched = patched::build(&version, &src.tree, &src.identity, &flags, &install)?;
         check_nginx(&patched, &version)?;
     } else {
         let _ = fs::remove_dir_all(install.join("patched"));
         eprintln!(
             "xtask: no {}: nginx {version} is built without the patched nginx",
-            crate::patched::patch_dir(&version).display()
+            patched::patch_dir(&version).display()
         );
     }
     Ok(Built {
@@ -270,20 +271,6 @@ fn is_package(msg: &Value, name: &str) -> bool {
     msg["package_id"]
         .as_str()
         .is_some_and(|id| id.contains(&format!("#{name}@")) || id.contains(&format!("/{name}#")))
-}
-
-pub fn copy_if_changed(from: &Path, to: &Path) -> Result {
-    let new = fs::read(from).map_err(|e| format!("{}: {e}", from.display()))?;
-    if fs::read(to).ok().as_deref() == Some(&new[..]) {
-        return Ok(());
-    }
-    if let Some(dir) = to.parent() {
-        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    // Write beside and rename, so a running nginx never sees half a binary.
-    let tmp = to.with_extension("tmp");
-    fs::copy(from, &tmp).map_err(|e| format!("{} -> {}: {e}", from.display(), tmp.display()))?;
-    fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
 }
 
 /// `nginx -V` must say what the rest of the project assumes.

@@ -24,9 +24,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::build::{copy_if_changed, module_against, Built, MODULE_FILE};
-use crate::tree::{make, nginx_tree};
-use crate::{root, Result};
+use crate::build::{module_against, Built, MODULE_FILE};
+use crate::tree::{copy_if_changed, make, nginx_tree};
+use crate::workspace::{root, Result};
 
 /// Someone else's nginx: a debug build with another prefix, without
 /// `--with-compat` and without the stock build's threads, HTTP/2 and realip

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use crate::build::{build_version, MODULE_FILE};
 use crate::versions::MATRIX;
-use crate::Result;
+use crate::workspace::Result;
 
 /// What `nginx -V` says about a binary.
 #[derive(Debug, PartialEq, Eq)]

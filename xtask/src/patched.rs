@@ -8,8 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::tree::{configure, copy_source, fnv1a, is_fresh, make, write_stamp};
-use crate::{root, Result};
+use crate::tree::{configure, copy_if_changed, copy_source, fnv1a, is_fresh, make, write_stamp};
+use crate::workspace::{root, Result};
 
 /// What nginx-src recorded about the stock build: its source tree and flags.
 pub(crate) struct StockBuild {
@@ -123,7 +123,7 @@ pub fn build(
     flags.push(format!("--builddir={}", objs.display()));
     configure(&tree, &flags)?;
     make(&tree, &objs, "build")?;
-    crate::build::copy_if_changed(&objs.join("nginx"), &binary)?;
+    copy_if_changed(&objs.join("nginx"), &binary)?;
     write_stamp(&work, &stamp)?;
     Ok(binary)
 }
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn patches_are_ordered_and_present() {
-        let p = patches(crate::NGINX_VERSION).unwrap();
+        let p = patches(crate::workspace::NGINX_VERSION).unwrap();
         assert!(!p.is_empty());
         let mut sorted = p.clone();
         sorted.sort();

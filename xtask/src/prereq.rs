@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use crate::{run, Result};
+use crate::workspace::{run, Result};
 
 /// `ci/packages.txt`: one Debian package per line, `#` comments. The same
 /// list `.ci/run` installs, so CI and `cargo xtask build` cannot disagree.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::Result;
+use crate::workspace::Result;
 
 /// Runs a build step, showing its output only when it fails.
 pub(crate) fn run_quiet(cmd: &mut Command) -> Result {
@@ -98,6 +98,21 @@ pub(crate) fn copy_source(from: &Path, to: &Path) -> Result {
 
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result {
     copy_filtered(from, to, &|_| false)
+}
+
+/// Copies one file, unless `to` already holds the same bytes.
+pub(crate) fn copy_if_changed(from: &Path, to: &Path) -> Result {
+    let new = fs::read(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    if fs::read(to).ok().as_deref() == Some(&new[..]) {
+        return Ok(());
+    }
+    if let Some(dir) = to.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    // Write beside and rename, so a running nginx never sees half a binary.
+    let tmp = to.with_extension("tmp");
+    fs::copy(from, &tmp).map_err(|e| format!("{} -> {}: {e}", from.display(), tmp.display()))?;
+    fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
 }
 
 /// `configure` in an nginx tree (a release's `configure` or a source

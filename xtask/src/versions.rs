@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::tree::{files, fnv1a, is_build_output, run_quiet};
-use crate::{root, Result};
+use crate::workspace::{root, target_dir, Result, NGINX_VERSION};
 
 /// The version `cargo xtask build` and `nginx-test` use without `--nginx`.
-pub const DEFAULT: &str = crate::NGINX_VERSION;
+pub const DEFAULT: &str = NGINX_VERSION;
 
 /// Every version CI builds and tests, the default first.
 pub const MATRIX: &[&str] = &["1.28.0", "1.28.3", "1.30.4", "1.31.4"];
@@ -256,7 +256,7 @@ pub fn tree_version(tree: &Path) -> Result<String> {
 /// Unpacks a `.tar.gz` holding one top directory (both nginx.org's release
 /// tarballs and repository archives do) into `target/nginx/sources/<sha>`.
 fn unpack(tarball: &Path, sha: &str) -> Result<PathBuf> {
-    let dest = crate::target_dir().join("nginx/sources").join(&sha[..16]);
+    let dest = target_dir().join("nginx/sources").join(&sha[..16]);
     let done = dest.join(".unpacked");
     if done.is_file() {
         return Ok(dest);

@@ -1,0 +1,166 @@
+//! Running the test harness crate (`t/`, `generation-retry-t`): its test
+//! binaries under `cargo test` with libtest's totals read back, its
+//! binaries under `cargo run`, and one line of a closing table per step.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::workspace::{cargo, root, target_dir, Result};
+
+/// The test binaries every version of the matrix runs besides the default
+/// (which runs them all): the http and stream races (stock fails, `on`
+/// rescues, `off` counts, patched rescues), the balancer rows, reloads
+/// under load, the directive matrix and the status endpoint.
+pub const MATRIX_TESTS: &[&str] = &[
+    "race",
+    "module_race",
+    "stream",
+    "patched",
+    "balancers",
+    "reload",
+    "directive",
+    "module_behaviour",
+];
+
+/// The matrix's shorter runs: 5 scripted races per test instead of 10 or
+/// 20, and a 20 s reload soak instead of a minute (the default version runs
+/// them in full).
+pub fn matrix_env(cmd: &mut Command) {
+    cmd.env("GENERATION_RETRY_REPEATS", "5")
+        .env("GENERATION_RETRY_SOAK_SECONDS", "20");
+}
+
+/// One line of the closing table: what ran, and how long it took.
+pub struct Step {
+    pub what: String,
+    pub build_s: f64,
+    pub test_s: f64,
+    pub totals: TestTotals,
+    pub ok: bool,
+}
+
+impl Step {
+    /// A step that has not built or run anything yet (and so is not ok).
+    pub fn new(what: String) -> Step {
+        Step {
+            what,
+            build_s: 0.0,
+            test_s: 0.0,
+            totals: TestTotals::default(),
+            ok: false,
+        }
+    }
+}
+
+/// The integration test binaries: `t/tests/*.rs`.
+pub fn test_binaries() -> Result<Vec<String>> {
+    let dir = root().join("t/tests");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".rs")
+                .map(String::from)
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// `cargo run` of a harness binary in release, against the nginx builds in
+/// `install_dir`; its arguments follow.
+pub fn harness_command(bin: &str, install_dir: &Path) -> Command {
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--quiet",
+        "--release",
+        "-p",
+        "generation-retry-t",
+        "--bin",
+        bin,
+        "--",
+    ])
+    .env("GENERATION_RETRY_NGINX_DIR", install_dir)
+    .env("GENERATION_RETRY_TARGET_DIR", target_dir());
+    cmd
+}
+
+/// [`run_tests`]'s error when cargo succeeded but no test ran.
+pub const NO_TEST: &str = "no test ran";
+
+/// Runs cargo test, echoing its output, adding libtest's result lines to
+/// `total`; fails when cargo does or when no test ran.
+pub fn run_tests(cmd: &mut Command, total: &mut TestTotals) -> Result {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let before = total.passed;
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        println!("{line}");
+        total.add(&line);
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    if !status.success() {
+        return Err(format!("tests failed: {status}"));
+    }
+    if total.passed == before {
+        return Err(NO_TEST.into());
+    }
+    Ok(())
+}
+
+#[derive(Default, Debug, PartialEq)]
+pub struct TestTotals {
+    pub passed: u64,
+    pub failed: u64,
+    pub ignored: u64,
+}
+
+impl TestTotals {
+    /// Adds libtest's `test result: ok. 6 passed; 0 failed; 1 ignored; ...`.
+    pub fn add(&mut self, line: &str) {
+        let Some(rest) = line.strip_prefix("test result: ") else {
+            return;
+        };
+        for part in rest.split(['.', ';']) {
+            let mut words = part.split_whitespace();
+            let (Some(n), Some(what)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(n) = n.parse::<u64>() else { continue };
+            match what {
+                "passed" => self.passed += n,
+                "failed" => self.failed += n,
+                "ignored" => self.ignored += n,
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TestTotals;
+
+    #[test]
+    fn sums_libtest_result_lines() {
+        let mut t = TestTotals::default();
+        t.add("test result: ok. 6 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s");
+        t.add("test result: FAILED. 1 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out");
+        t.add("running 3 tests");
+        assert_eq!(
+            t,
+            TestTotals {
+                passed: 7,
+                failed: 2,
+                ignored: 1
+            }
+        );
+    }
+}

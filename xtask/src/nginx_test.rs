@@ -1,0 +1,190 @@
+//! `cargo xtask nginx-test [--nginx VERSION|all] [--nginx-source PATH] [-- ARGS]`:
+//! `build` and `external`'s builds, then the unit tests and the integration
+//! suite, per version, with a closing table; `--nginx all` is CI's run.
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::harness::{
+    matrix_env, run_tests, test_binaries, Step, TestTotals, MATRIX_TESTS, NO_TEST,
+};
+use crate::versions::{self, Which, DEFAULT, MATRIX};
+use crate::workspace::{cargo, Result};
+use crate::{build, debian, external, valgrind};
+
+/// `cargo xtask nginx-test [--nginx VERSION|all] [--nginx-source PATH] [-- ARGS]`.
+pub fn command(args: &[String]) -> Result {
+    let (sel, extra) = versions::parse(args)?;
+    if sel.for_binary.is_some() {
+        return Err("--for is for `cargo xtask build`".into());
+    }
+    let started = Instant::now();
+    let mut steps = Vec::new();
+    match &sel.which {
+        Which::One(v) => {
+            let default = v == DEFAULT && sel.source.is_none();
+            steps.push(version_step(
+                v,
+                sel.source.as_deref(),
+                default,
+                &extra,
+                None,
+            ));
+        }
+        Which::All => {
+            for v in MATRIX {
+                let tests = (*v != DEFAULT).then_some(MATRIX_TESTS);
+                steps.push(version_step(v, None, *v == DEFAULT, &extra, tests));
+            }
+            steps.push(debian::test_step(&debian::Inputs::Pinned, &extra));
+        }
+    }
+    let mut total = TestTotals::default();
+    println!(
+        "\nnginx-test: {:<24} {:>8} {:>8} {:>7} {:>7}",
+        "", "build s", "tests s", "passed", "failed"
+    );
+    for s in &steps {
+        println!(
+            "nginx-test: {:<24} {:>8.0} {:>8.0} {:>7} {:>7}{}",
+            s.what,
+            s.build_s,
+            s.test_s,
+            s.totals.passed,
+            s.totals.failed,
+            if s.ok { "" } else { "  FAILED" }
+        );
+        total.passed += s.totals.passed;
+        total.failed += s.totals.failed;
+        total.ignored += s.totals.ignored;
+    }
+    println!(
+        "nginx-test: all in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "nginx-test: {} passed, {} failed, {} ignored",
+        total.passed, total.failed, total.ignored
+    );
+    let failed: Vec<&str> = steps
+        .iter()
+        .filter(|s| !s.ok)
+        .map(|s| s.what.as_str())
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!("failed: {}", failed.join(", ")));
+    }
+    if total.passed == 0 {
+        return Err("no test ran".into());
+    }
+    Ok(())
+}
+
+/// Builds one version and runs its tests: the whole suite with the unit
+/// tests (`only` = None), or only the binaries named. The default version
+/// also gets `external`'s builds and, without filters, the memcheck subset.
+fn version_step(
+    version: &str,
+    source: Option<&Path>,
+    default: bool,
+    extra: &[String],
+    only: Option<&[&str]>,
+) -> Step {
+    let mut step = Step::new(format!(
+        "nginx {}",
+        if version.is_empty() {
+            "(source)"
+        } else {
+            version
+        }
+    ));
+    let started = Instant::now();
+    let built = match build::build_version(version, source) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("xtask: error: {e}");
+            return step;
+        }
+    };
+    step.what = format!("nginx {}", built.version);
+    if default {
+        if let Err(e) = external::build(&built) {
+            eprintln!("xtask: error: {e}");
+            return step;
+        }
+    }
+    step.build_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let mut cmd = cargo();
+    // Every test binary runs even when one fails: the table shows all.
+    cmd.args(["test", "--no-fail-fast"]);
+    match only {
+        Some(tests) => {
+            cmd.args(["-p", "generation-retry-t"]);
+            for t in tests {
+                cmd.args(["--test", t]);
+            }
+            matrix_env(&mut cmd);
+        }
+        None => {
+            cmd.args([
+                "-p",
+                "generation-retry-core",
+                "-p",
+                "generation-retry-t",
+                "-p",
+                "xtask",
+            ]);
+            if !default {
+                // Every test binary but `external`, which tests the default
+                // version's external builds.
+                cmd.args(["--lib", "--bins"]);
+                match test_binaries() {
+                    Ok(names) => {
+                        for t in names.iter().filter(|t| *t != "external") {
+                            cmd.args(["--test", t]);
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("xtask: error: {e}");
+                        return step;
+                    }
+                }
+            }
+        }
+    }
+    cmd.env("GENERATION_RETRY_NGINX_DIR", &built.install);
+    let mut test_args: Vec<String> = extra.iter().skip_while(|a| *a == "--").cloned().collect();
+    if !built.install.join("patched/sbin/nginx").is_file() {
+        // A version without nginx-src-patches has no patched nginx.
+        eprintln!(
+            "xtask: nginx {}: no patched nginx, its tests left out",
+            built.version
+        );
+        test_args.extend(["--skip".to_string(), "patched".to_string()]);
+    }
+    if !test_args.is_empty() {
+        cmd.arg("--").args(test_args);
+    }
+    println!("xtask: nginx {}: tests", built.version);
+    let result = run_tests(&mut cmd, &mut step.totals);
+    // A filter may well match nothing in one version's binaries.
+    let result = match result {
+        Err(e) if e == NO_TEST && !extra.is_empty() => Ok(()),
+        r => r,
+    };
+    step.ok = result.is_ok();
+    if let Err(e) = result {
+        eprintln!("xtask: error: nginx {}: {e}", built.version);
+    }
+    if default && extra.is_empty() && only.is_none() {
+        // Memory safety: a few race scenarios with nginx under memcheck
+        // (the full set is `cargo xtask valgrind`).
+        if let Err(e) = valgrind::ci_subset(&built.install) {
+            eprintln!("xtask: error: memcheck: {e}");
+            step.ok = false;
+        }
+    }
+    step.test_s = started.elapsed().as_secs_f64();
+    step
+}
