@@ -14,13 +14,15 @@
 //!   tests that load them.
 //! - `valgrind`: the race scenarios and a short lab with nginx under
 //!   valgrind memcheck (`nginx-test` runs a subset).
+//! - `check`: rustfmt and clippy over the workspace (CI runs it first).
 //!
 //! The modules use one another one way only (a test below keeps it so):
 //! `nginx_test` > `debian`, `valgrind`, `external`, `for_nginx` > `build` >
 //! `patched`, `versions`, `prereq` > `tree` > `workspace`; `harness`
-//! (running the test crate) uses `workspace` alone.
+//! (running the test crate) and `check` use `workspace` alone.
 
 mod build;
+mod check;
 mod debian;
 mod external;
 mod for_nginx;
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
     };
     let result = match cmd {
         "build" => build_cmd(rest),
+        "check" => check::command(rest),
         "debian" => debian::command(rest),
         "nginx-test" => nginx_test::command(rest),
         "external" => external(rest),
@@ -98,7 +101,9 @@ lab          build, then stock nginx beside nginx with the module under the same
 bench        build, then stock vs module on vs module off: throughput and latency
              ratios, and the cost of a rescue
 valgrind     build, then the race scenarios (every balancer row) and a short lab
-             with nginx under valgrind memcheck; `--ci` for nginx-test's subset",
+             with nginx under valgrind memcheck; `--ci` for nginx-test's subset
+check        cargo fmt --all --check, then cargo clippy --workspace --all-targets
+             -- -D warnings; fails if either does (CI runs it first)",
         versions = MATRIX.join(", ")
     );
 }

@@ -1,0 +1,81 @@
+//! `cargo xtask check`: the lint gate `.ci/run` runs before the tests.
+//! Formatting (`rustfmt.toml`), then clippy over every crate and target
+//! with warnings denied (the workspace's `[workspace.lints]` among them).
+//! Both run even when the first fails, so one run shows everything to fix.
+
+use crate::workspace::{cargo, Result};
+
+/// The checks, in order: a name for the report, and cargo's arguments.
+const CHECKS: &[(&str, &[&str])] = &[
+    ("rustfmt", &["fmt", "--all", "--check"]),
+    (
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    ),
+];
+
+/// `cargo xtask check`.
+pub fn command(args: &[String]) -> Result {
+    if !args.is_empty() {
+        return Err(format!(
+            "check takes no arguments: {args:?}; usage: cargo xtask check"
+        ));
+    }
+    let mut failed = Vec::new();
+    for (name, check) in CHECKS {
+        let shown = format!("cargo {}", check.join(" "));
+        eprintln!("xtask: check: {shown}");
+        let status = cargo()
+            .args(*check)
+            .status()
+            .map_err(|e| format!("cannot run {shown}: {e}"))?;
+        if status.success() {
+            continue;
+        }
+        eprintln!("xtask: check: {name} failed ({status}): {shown}");
+        if !installed(check[0]) {
+            eprintln!(
+                "xtask: check: `cargo {}` is not installed: rustup component add {name}",
+                check[0]
+            );
+        }
+        failed.push(*name);
+    }
+    if failed.is_empty() {
+        eprintln!("xtask: check: rustfmt and clippy clean");
+        Ok(())
+    } else {
+        Err(format!("check failed: {}", failed.join(", ")))
+    }
+}
+
+/// Whether `cargo SUBCOMMAND --version` runs (a rustup toolchain may come
+/// without the rustfmt and clippy components).
+fn installed(subcommand: &str) -> bool {
+    cargo()
+        .args([subcommand, "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formatting_runs_first_and_clippy_denies_warnings() {
+        let names: Vec<&str> = CHECKS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["rustfmt", "clippy"]);
+        assert_eq!(CHECKS[0].1, ["fmt", "--all", "--check"]);
+        let clippy = CHECKS[1].1.join(" ");
+        assert!(clippy.contains("--workspace --all-targets"), "{clippy}");
+        assert!(clippy.ends_with("-- -D warnings"), "{clippy}");
+    }
+}
