@@ -5,16 +5,39 @@
 //! retried (nginx/nginx#1656). One shared object holds both modules, so one
 //! `load_module` line serves `http` and `stream`.
 //!
-//! Split by concern: [`proto`] says where http and stream keep what the
-//! module needs, [`conf`] holds the directive and the postconfiguration,
-//! [`peer`] the peer wrapper, [`shm`] the shared counters, [`status`] the
-//! status endpoint, [`variable`] the access-log variable, and [`ffi_ext`]
-//! the few unsafe accessors everything else goes through.
+//! Split by concern, each file importing only from the ones below it:
+//!
+//! | layer | files |
+//! |---|---|
+//! | the nginx module objects | this file (http), [`stream`] |
+//! | per-protocol setup | [`setup`] (postconfiguration), [`status`], [`variable`] |
+//! | the peer wrapper | [`peer`]: FFI glue over `generation_retry_core::rescue` |
+//! | configuration | [`conf`]: structures and the directive handler |
+//! | protocols | [`proto`]: where http and stream keep what the module needs |
+//! | shared memory | [`shm`]: the counters zone |
+//! | unsafe accessors | [`ffi_ext`] |
+//!
+//! Everything that can be decided without nginx (the rescue rule, the
+//! directive's arguments, the metrics and log lines) is in
+//! `generation_retry_core`, unit-tested with plain `cargo test`.
+
+/// A debug-level line under protocol `P`'s debug mask, as keepalive logs
+/// each callback: shown with `error_log ... debug` on an nginx built
+/// `--with-debug`, compiled out otherwise (`ngx::log::DEBUG` is false).
+/// The arguments are evaluated only when the line is written.
+macro_rules! trace {
+    ($p:ty, $log:expr, $($arg:tt)+) => {
+        ::ngx::ngx_log_debug!(
+            mask: <$p as $crate::proto::Proto>::debug_mask(), $log, $($arg)+
+        )
+    };
+}
 
 mod conf;
 mod ffi_ext;
 mod peer;
 mod proto;
+mod setup;
 mod shm;
 mod status;
 #[cfg(generation_retry_stream)]
@@ -31,7 +54,7 @@ use ngx::ffi::{
 };
 use ngx::ngx_string;
 
-use proto::Http;
+use proto::{Http, Registered};
 #[cfg(generation_retry_stream)]
 pub use stream::ngx_stream_upstream_generation_retry_module;
 
@@ -43,7 +66,15 @@ unsafe extern "C" fn http_preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
 
 unsafe extern "C" fn http_postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
     // SAFETY: nginx calls postconfiguration with the http block's context.
-    unsafe { conf::postconfiguration::<Http>(&mut *cf) }
+    unsafe { setup::postconfiguration::<Http>(&mut *cf) }
+}
+
+impl Registered for Http {
+    fn module() -> &'static ngx_module_t {
+        // SAFETY: nginx writes the module's index fields while loading it,
+        // before any configuration callback; afterwards they are only read.
+        unsafe { &*ptr::addr_of!(ngx_http_upstream_generation_retry_module) }
+    }
 }
 
 static HTTP_CTX: ngx_http_module_t = ngx_http_module_t {

@@ -4,7 +4,13 @@
 //! the peer wrapper, the directive and the counters are written once,
 //! generically, and each protocol only says where its fields are.
 
+//!
+//! This file imports nothing from the crate. The nginx module object of each
+//! protocol is defined at the top (`lib.rs`, `stream.rs`), which implements
+//! [`Registered`] for it.
+
 use core::ffi::{c_char, c_void, CStr};
+use core::ptr;
 
 use generation_retry_core::metrics::Protocol;
 use ngx::ffi::{
@@ -19,8 +25,9 @@ use ngx::ffi::{
     ngx_stream_upstream_rr_peers_t, ngx_stream_upstream_srv_conf_t,
 };
 
-use crate::ffi_ext::set_request_ctx;
-use crate::shm::ZoneCtx;
+use ngx::ffi::{ngx_rwlock_rlock, ngx_rwlock_unlock};
+use ngx::http::Request;
+use ngx::log::DebugMask;
 
 /// `peer.init` of an upstream block of protocol `P`.
 pub(crate) type InitPeer<P> = Option<
@@ -65,11 +72,16 @@ rr_peers!(ngx_http_upstream_rr_peers_t);
 #[cfg(generation_retry_stream)]
 rr_peers!(ngx_stream_upstream_rr_peers_t);
 
+/// A protocol's nginx module object, implemented where the object is
+/// defined (so this file need not import it).
+pub(crate) trait Registered {
+    /// This module's `ngx_module_t` for the protocol.
+    fn module() -> &'static ngx_module_t;
+}
+
 /// Where a protocol keeps what the module needs.
-pub(crate) trait Proto: Sized + 'static {
+pub(crate) trait Proto: Registered + Sized + 'static {
     const PROTOCOL: Protocol;
-    /// Before "upstream" in log lines: "" for http, "stream " for stream.
-    const PREFIX: &'static str;
     /// The nginx module whose main conf lists the upstream blocks.
     const UPSTREAM_MODULE: &'static CStr;
 
@@ -81,11 +93,8 @@ pub(crate) trait Proto: Sized + 'static {
     type UpstreamMain;
     type Peers: RrPeers;
 
-    /// This module's `ngx_module_t` for the protocol.
-    fn module() -> &'static ngx_module_t;
-
-    /// Where the counters zone keeps this protocol's `MainConf`.
-    fn zone_ctx_slot(ctx: &mut ZoneCtx) -> &mut *mut c_void;
+    /// The debug-log mask of the protocol (`NGX_LOG_DEBUG_HTTP`, ...).
+    fn debug_mask() -> DebugMask;
 
     /// `main_conf` and `srv_conf` of `cf->ctx`.
     ///
@@ -154,21 +163,14 @@ pub(crate) struct Stream;
 
 impl Proto for Http {
     const PROTOCOL: Protocol = Protocol::Http;
-    const PREFIX: &'static str = "";
     const UPSTREAM_MODULE: &'static CStr = c"ngx_http_upstream_module";
     type Request = ngx_http_request_t;
     type Upstream = ngx_http_upstream_srv_conf_t;
     type UpstreamMain = ngx_http_upstream_main_conf_t;
     type Peers = ngx_http_upstream_rr_peers_t;
 
-    fn module() -> &'static ngx_module_t {
-        // SAFETY: nginx writes the module's index fields while loading it,
-        // before any configuration callback; afterwards they are only read.
-        unsafe { &*core::ptr::addr_of!(crate::ngx_http_upstream_generation_retry_module) }
-    }
-
-    fn zone_ctx_slot(ctx: &mut ZoneCtx) -> &mut *mut c_void {
-        &mut ctx.http
+    fn debug_mask() -> DebugMask {
+        DebugMask::Http
     }
 
     unsafe fn conf_ctx(cf: &ngx_conf_t) -> (*mut *mut c_void, *mut *mut c_void) {
@@ -190,28 +192,24 @@ impl Proto for Http {
     }
 
     unsafe fn on_init(r: *mut ngx_http_request_t, state: *mut c_void) {
-        // SAFETY: per the contract, a live request.
-        set_request_ctx(unsafe { &mut *r }, Self::module(), state);
+        // SAFETY: per the contract, a live request (whose ctx array nginx
+        // allocated when it created the request).
+        let r = unsafe { Request::from_ngx_http_request(r) };
+        r.set_module_ctx(state, Self::module());
     }
 }
 
 #[cfg(generation_retry_stream)]
 impl Proto for Stream {
     const PROTOCOL: Protocol = Protocol::Stream;
-    const PREFIX: &'static str = "stream ";
     const UPSTREAM_MODULE: &'static CStr = c"ngx_stream_upstream_module";
     type Request = ngx_stream_session_t;
     type Upstream = ngx_stream_upstream_srv_conf_t;
     type UpstreamMain = ngx_stream_upstream_main_conf_t;
     type Peers = ngx_stream_upstream_rr_peers_t;
 
-    fn module() -> &'static ngx_module_t {
-        // SAFETY: as for Http::module.
-        unsafe { &*core::ptr::addr_of!(crate::ngx_stream_upstream_generation_retry_module) }
-    }
-
-    fn zone_ctx_slot(ctx: &mut ZoneCtx) -> &mut *mut c_void {
-        &mut ctx.stream
+    fn debug_mask() -> DebugMask {
+        DebugMask::Stream
     }
 
     unsafe fn conf_ctx(cf: &ngx_conf_t) -> (*mut *mut c_void, *mut *mut c_void) {
@@ -233,4 +231,57 @@ impl Proto for Stream {
             Some((&mut u.peer, c.pool))
         }
     }
+}
+
+/// The round-robin peer list of an upstream with a `zone`: after the zone is
+/// initialised, the shared-memory copy every worker sees.
+fn rr_peers<P: Proto>(us: &P::Upstream) -> Option<&P::Peers> {
+    // SAFETY: the module wraps only upstreams with a `zone`, and the zone
+    // module requires (and copies) round-robin peers into us->peer.data,
+    // which lives as long as the cycle.
+    unsafe { P::peers(us).as_ref() }
+}
+
+/// The peer list's generation now (0 when the list has no counter).
+///
+/// One aligned word load, without the list lock: a torn value is impossible,
+/// and a stale one only means "changed" is seen one selection later, which
+/// round-robin's own check under the lock then reports as busy again.
+#[inline]
+pub(crate) fn generation<P: Proto>(us: &P::Upstream) -> usize {
+    match rr_peers::<P>(us) {
+        // SAFETY: `config` points at a counter in the zone's slab pool, which
+        // lives as long as the zone.
+        Some(p) if !p.config().is_null() => unsafe { ptr::read_volatile(p.config()) },
+        _ => 0,
+    }
+}
+
+/// Numbers of primary and backup peers, read under the list's read lock.
+/// Only on the failure path and for the status endpoint.
+pub(crate) fn peer_counts<P: Proto>(us: &P::Upstream) -> (usize, usize) {
+    let Some(peers) = rr_peers::<P>(us) else {
+        return (0, 0);
+    };
+    let lock = peers.rwlock();
+    let locked = peers.shared();
+    // SAFETY: a zone's peer lists are guarded by `rwlock` in shared memory;
+    // taking the read lock is what round-robin does to read them. `next`
+    // (backup) is NULL or a list sharing the lock's lifetime.
+    unsafe {
+        if locked {
+            ngx_rwlock_rlock(lock);
+        }
+        let primary = peers.number();
+        let backup = peers.next().as_ref().map_or(0, |b| b.number());
+        if locked {
+            ngx_rwlock_unlock(lock);
+        }
+        (primary, backup)
+    }
+}
+
+/// The upstream block's name.
+pub(crate) fn upstream_name<P: Proto>(us: &P::Upstream) -> String {
+    String::from_utf8_lossy(P::host(us).as_bytes()).into_owned()
 }

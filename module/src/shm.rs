@@ -2,17 +2,22 @@
 //! the same atomics), kept across reloads (the zone is reused when its name,
 //! size and tag are unchanged, and upstreams find their slot again by
 //! protocol and name). One zone serves http and stream upstreams.
+//!
+//! Each protocol's block registers with the zone of its cycle (its
+//! configuration and two functions), so this file names no protocol and
+//! imports nothing from the crate.
 
 use core::ffi::c_void;
 use core::mem::size_of;
 use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use generation_retry_core::metrics::{Counter, Counters, Protocol, COUNTERS};
-use ngx::core::Pool;
+use generation_retry_core::log;
+use generation_retry_core::metrics::{Counter, Counters, Protocol, UpstreamStats, COUNTERS};
+use ngx::core::{Pool, Status};
 use ngx::ffi::{
-    ngx_conf_t, ngx_int_t, ngx_shared_memory_add, ngx_shm_zone_t, ngx_slab_calloc, ngx_slab_pool_t,
-    ngx_str_t, NGX_LOG_WARN,
+    ngx_conf_t, ngx_int_t, ngx_log_t, ngx_shared_memory_add, ngx_shm_zone_t, ngx_slab_calloc,
+    ngx_slab_pool_t, ngx_str_t, NGX_LOG_WARN,
 };
 use ngx::ngx_log_error;
 
@@ -34,8 +39,8 @@ pub(crate) struct Slot {
 
 impl Slot {
     #[inline]
-    pub(crate) fn add(&self, c: Counter) {
-        self.counters[c as usize].fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn add(&self, c: Counter, n: u32) {
+        self.counters[c as usize].fetch_add(u64::from(n), Ordering::Relaxed);
     }
 
     pub(crate) fn snapshot(&self) -> Counters {
@@ -47,41 +52,99 @@ impl Slot {
     }
 }
 
+/// The zone's contents: the slots, handed out in order.
 #[repr(C)]
-struct Shared {
+pub(crate) struct Shared {
     magic: u64,
     used: usize,
     slots: [Slot; SLOTS],
 }
 
+impl Shared {
+    /// The slot for upstream `name` of `protocol`, taking a free one if it
+    /// has none yet. NULL when the zone is full (logged once per upstream
+    /// and cycle). Called only in the master while it configures a cycle.
+    pub(crate) fn slot_for(
+        &mut self,
+        protocol: Protocol,
+        name: &[u8],
+        log: *mut ngx_log_t,
+    ) -> *const Slot {
+        let key = &name[..name.len().min(NAME_MAX)];
+        let tag = 1 + protocol as usize;
+        let used = self.used.min(SLOTS);
+        if let Some(slot) = self.slots[..used].iter().find(|s| s.is(tag, key)) {
+            return slot;
+        }
+        if used == SLOTS {
+            let name = String::from_utf8_lossy(name);
+            ngx_log_error!(
+                NGX_LOG_WARN,
+                log,
+                "{}",
+                log::zone_full(SLOTS, protocol, &name)
+            );
+            return ptr::null();
+        }
+        let slot = &mut self.slots[used];
+        slot.name[..key.len()].copy_from_slice(key);
+        slot.name_len = key.len();
+        slot.protocol = tag;
+        self.used = used + 1;
+        slot
+    }
+}
+
 const ZONE_NAME: &str = "generation_retry";
 
-/// The zone's `data` for a cycle: the cycle's configurations of both
-/// protocols (NULL for a protocol without a block) and, once the zone is
-/// initialised, the counters. In the cycle's pool.
+/// The zone's tag: an address of this shared object, so that another
+/// module cannot take the name and both protocols find the same zone.
+static TAG: u8 = 0;
+
+/// What a protocol's block registers with the zone of its cycle.
+#[derive(Clone, Copy)]
+pub(crate) struct Registration {
+    /// The protocol's main configuration of this cycle, opaque here.
+    pub(crate) conf: *mut c_void,
+    /// Finds (or takes) each wrapped upstream's slot; run in the zone's
+    /// init, in the master.
+    pub(crate) assign: unsafe fn(conf: *mut c_void, shared: &mut Shared, log: *mut ngx_log_t),
+    /// Appends each wrapped upstream's counters and gauges.
+    pub(crate) collect: unsafe fn(conf: *mut c_void, out: &mut Vec<UpstreamStats>),
+}
+
+/// The zone's `data` for a cycle: what each protocol registered (indexed
+/// by `Protocol`) and, once the zone is initialised, the counters. In the
+/// cycle's pool.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct ZoneCtx {
-    pub(crate) http: *mut c_void,
-    pub(crate) stream: *mut c_void,
+    registered: [Option<Registration>; 2],
     shared: *mut Shared,
 }
 
+impl ZoneCtx {
+    /// The registrations, http first.
+    pub(crate) fn registered(&self) -> impl Iterator<Item = &Registration> {
+        self.registered.iter().flatten()
+    }
+}
+
 /// Adds the module's zone to the cycle being configured, or finds it when
-/// the other protocol's block added it already (same name, size and tag).
-pub(crate) fn add_zone(
+/// the other protocol's block added it already (same name, size and tag),
+/// and registers `protocol` with it.
+pub(crate) fn register(
     cf: &mut ngx_conf_t,
-    init: unsafe extern "C" fn(*mut ngx_shm_zone_t, *mut c_void) -> ngx_int_t,
+    protocol: Protocol,
+    registration: Registration,
 ) -> Option<*mut ngx_shm_zone_t> {
     let mut name = ngx_str_t {
         len: ZONE_NAME.len(),
-        data: ZONE_NAME.as_ptr() as *mut u8,
+        data: ZONE_NAME.as_ptr().cast_mut(),
     };
     // The slab pool's header and page bookkeeping take a few pages.
     let size = size_of::<Shared>() + 64 * 1024;
-    // The tag: the http module's address, so another module cannot take the
-    // name (and both protocols find the same zone).
-    let tag = ptr::addr_of_mut!(crate::ngx_http_upstream_generation_retry_module) as *mut c_void;
+    let tag = ptr::addr_of!(TAG).cast_mut().cast();
     // SAFETY: cf is the configuration being parsed; nginx copies nothing of
     // `name` but keeps the pointer, which is 'static.
     let zone = unsafe { ngx_shared_memory_add(cf, &mut name, size, tag) };
@@ -97,14 +160,17 @@ pub(crate) fn add_zone(
         // SAFETY: a fresh, aligned allocation of a ZoneCtx.
         unsafe {
             ctx.write(ZoneCtx {
-                http: ptr::null_mut(),
-                stream: ptr::null_mut(),
+                registered: [None; 2],
                 shared: ptr::null_mut(),
             })
         };
-        z.init = Some(init);
+        z.init = Some(init_zone);
         z.data = ctx.cast();
     }
+    // SAFETY: the zone's data is the ZoneCtx made above, in the cycle pool,
+    // and nothing else holds a reference to it during configuration.
+    let ctx = unsafe { &mut *(z.data as *mut ZoneCtx) };
+    ctx.registered[protocol as usize] = Some(registration);
     Some(zone)
 }
 
@@ -118,6 +184,26 @@ pub(crate) fn zone_ctx<'a>(zone: *const ngx_shm_zone_t) -> Option<&'a ZoneCtx> {
     }
 }
 
+/// The zone's init: the counters (reused or fresh), then each registered
+/// protocol finds its upstreams' slots.
+unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int_t {
+    // SAFETY: nginx passes our zone, whose data is the ZoneCtx set in
+    // `register`, while it initialises the cycle in the master.
+    let zone = unsafe { &mut *zone };
+    // SAFETY: as above; `old` is what the previous cycle's zone held.
+    let Some(shared) = (unsafe { init_shared(zone, old) }) else {
+        return Status::NGX_ERROR.into();
+    };
+    // SAFETY: as above.
+    let ctx = unsafe { &*(zone.data as *const ZoneCtx) };
+    for r in ctx.registered() {
+        // SAFETY: single-threaded master, the registration of this cycle
+        // with its own configuration; `shared` from init_shared.
+        unsafe { (r.assign)(r.conf, &mut *shared, zone.shm.log) };
+    }
+    Status::NGX_OK.into()
+}
+
 /// The shared counters, set up in the zone's init: the old cycle's when the
 /// zone is reused (`old` non-NULL), else fresh from the slab pool. Recorded
 /// in the zone's ZoneCtx.
@@ -126,20 +212,18 @@ pub(crate) fn zone_ctx<'a>(zone: *const ngx_shm_zone_t) -> Option<&'a ZoneCtx> {
 /// `zone` is the module's zone being initialised by nginx (in the master,
 /// before workers exist); `old` is what the previous cycle's zone held: its
 /// ZoneCtx, alive until the new cycle is up.
-pub(crate) unsafe fn init_shared(
-    zone: &mut ngx_shm_zone_t,
-    old: *mut c_void,
-) -> Option<*mut c_void> {
-    // SAFETY: zone.data is the ZoneCtx of add_zone.
+unsafe fn init_shared(zone: &mut ngx_shm_zone_t, old: *mut c_void) -> Option<*mut Shared> {
+    // SAFETY: zone.data is the ZoneCtx of `register`.
     let ctx = unsafe { &mut *(zone.data as *mut ZoneCtx) };
     // SAFETY: per the contract; the old ZoneCtx's counters are in this same
     // memory (the zone is reused because name, size and tag match).
     let reused = unsafe { (old as *const ZoneCtx).as_ref() }
         .map(|o| o.shared)
+        // SAFETY: a non-NULL `shared` points into the reused zone.
         .filter(|s| !s.is_null() && unsafe { (**s).magic } == MAGIC);
     if let Some(shared) = reused {
         ctx.shared = shared;
-        return Some(shared.cast());
+        return Some(shared);
     }
     let pool = zone.shm.addr as *mut ngx_slab_pool_t;
     // SAFETY: nginx initialised a slab pool at the start of the zone.
@@ -151,45 +235,5 @@ pub(crate) unsafe fn init_shared(
     // Shared (atomics at 0, free slots) but for the magic.
     unsafe { (*shared).magic = MAGIC };
     ctx.shared = shared;
-    Some(shared as *mut c_void)
-}
-
-/// The slot for upstream `name` of `protocol`, taking a free one if it has
-/// none yet. NULL when the
-/// zone is full (logged once per upstream and cycle).
-///
-/// # Safety
-/// `shared` comes from [`init_shared`]; called only in the master while it
-/// configures a cycle (slot allocation is single-threaded).
-pub(crate) unsafe fn slot_for(
-    shared: *mut c_void,
-    protocol: Protocol,
-    name: &[u8],
-    log: *mut ngx::ffi::ngx_log_t,
-) -> *const Slot {
-    // SAFETY: per the contract.
-    let shared = unsafe { &mut *(shared as *mut Shared) };
-    let key = &name[..name.len().min(NAME_MAX)];
-    let tag = 1 + protocol as usize;
-    let used = shared.used.min(SLOTS);
-    if let Some(slot) = shared.slots[..used].iter().find(|s| s.is(tag, key)) {
-        return slot;
-    }
-    if used == SLOTS {
-        ngx_log_error!(
-            NGX_LOG_WARN,
-            log,
-            "generation_retry: counters zone is full ({SLOTS} upstreams); \
-             {} upstream \"{}\" is not counted until restart",
-            protocol.label(),
-            String::from_utf8_lossy(name)
-        );
-        return ptr::null();
-    }
-    let slot = &mut shared.slots[used];
-    slot.name[..key.len()].copy_from_slice(key);
-    slot.name_len = key.len();
-    slot.protocol = tag;
-    shared.used = used + 1;
-    slot
+    Some(shared)
 }

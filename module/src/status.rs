@@ -15,11 +15,9 @@ use ngx::ffi::{
 };
 use ngx::http::{HttpModuleLocationConf, NgxHttpCoreModule};
 
-use crate::conf::{MainConf, SrvConf};
-use crate::ffi_ext::{conf_slot, generation, peer_counts, str_bytes, upstream_name};
-#[cfg(generation_retry_stream)]
-use crate::proto::Stream;
-use crate::proto::{Http, Proto};
+use crate::conf::MainConf;
+use crate::ffi_ext::conf_slot;
+use crate::proto::{Http, Registered};
 use crate::shm::zone_ctx;
 
 /// The directive handler: makes the location's content handler ours.
@@ -49,46 +47,15 @@ pub(crate) unsafe extern "C" fn set_status(
 fn collect(r: &ngx_http_request_t) -> Vec<UpstreamStats> {
     // SAFETY: the request's main_conf array has our slot, a MainConf<Http>.
     let mcf = unsafe { (conf_slot(r.main_conf, Http::module()) as *const MainConf<Http>).as_ref() };
-    let Some(ctx) = mcf.and_then(|m| zone_ctx(m.shm_zone)) else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
-    // SAFETY: the zone's ZoneCtx holds this cycle's MainConf of each
-    // protocol, or NULL.
-    unsafe {
-        collect_from::<Http>(ctx.http.cast(), &mut out);
-        #[cfg(generation_retry_stream)]
-        collect_from::<Stream>(ctx.stream.cast(), &mut out);
+    if let Some(ctx) = mcf.and_then(|m| zone_ctx(m.shm_zone)) {
+        for reg in ctx.registered() {
+            // SAFETY: each registration of the running cycle's zone, with
+            // its own configuration.
+            unsafe { (reg.collect)(reg.conf, &mut out) };
+        }
     }
     out
-}
-
-/// # Safety
-/// `mcf` is NULL or the running cycle's MainConf<P>.
-unsafe fn collect_from<P: Proto>(mcf: *const MainConf<P>, out: &mut Vec<UpstreamStats>) {
-    // SAFETY: per the contract.
-    let Some(mcf) = (unsafe { mcf.as_ref() }) else {
-        return;
-    };
-    for &us in mcf.upstreams() {
-        // SAFETY: upstream blocks of the running cycle.
-        let us = unsafe { &*us };
-        let Some(conf) = SrvConf::<P>::of(us) else {
-            continue;
-        };
-        let (Some(active), Some(slot)) = (conf.active, conf.slot()) else {
-            continue;
-        };
-        let (primary, backup) = peer_counts::<P>(us);
-        out.push(UpstreamStats {
-            name: upstream_name::<P>(us),
-            protocol: P::PROTOCOL,
-            rescue: active.enabled,
-            counters: slot.snapshot(),
-            generation: generation::<P>(us) as u64,
-            peers: (primary + backup) as u64,
-        });
-    }
 }
 
 unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
@@ -104,7 +71,7 @@ unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
     }
 
     let stats = collect(r);
-    let (body, content_type) = if wants_json(str_bytes(&r.args)) {
+    let (body, content_type) = if wants_json(r.args.as_bytes()) {
         (render_json(&stats), JSON_CONTENT_TYPE)
     } else {
         (render_prometheus(&stats), PROMETHEUS_CONTENT_TYPE)

@@ -1,6 +1,7 @@
 //! `ngx_stream_upstream_generation_retry_module`: the directive in `stream`
 //! and stream `upstream` blocks. Everything else is the shared code of
-//! [`crate::conf`] and [`crate::peer`], instantiated for [`Stream`].
+//! [`crate::conf`], [`crate::setup`] and [`crate::peer`], instantiated for
+//! [`Stream`].
 //!
 //! It refers to no stream symbol of nginx (the stream upstream module is
 //! found by name at configuration time), so the shared object also loads
@@ -11,17 +12,26 @@ use core::ffi::c_void;
 use core::ptr;
 
 use ngx::ffi::{
-    ngx_command_t, ngx_conf_t, ngx_int_t, ngx_module_t, ngx_stream_conf_ctx_t, ngx_stream_module_t,
-    ngx_uint_t, NGX_CONF_TAKE12, NGX_STREAM_MAIN_CONF, NGX_STREAM_MODULE, NGX_STREAM_UPS_CONF,
+    ngx_command_t, ngx_conf_t, ngx_int_t, ngx_module_t, ngx_stream_module_t, ngx_uint_t,
+    NGX_CONF_TAKE12, NGX_STREAM_MAIN_CONF, NGX_STREAM_MODULE, NGX_STREAM_SRV_CONF_OFFSET,
+    NGX_STREAM_UPS_CONF,
 };
 use ngx::ngx_string;
 
-use crate::conf;
-use crate::proto::Stream;
+use crate::proto::{Registered, Stream};
+use crate::{conf, setup};
 
 unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
     // SAFETY: nginx calls postconfiguration inside the stream block.
-    unsafe { conf::postconfiguration::<Stream>(&mut *cf) }
+    unsafe { setup::postconfiguration::<Stream>(&mut *cf) }
+}
+
+impl Registered for Stream {
+    fn module() -> &'static ngx_module_t {
+        // SAFETY: as for the http module: nginx writes its index fields while
+        // loading it; afterwards they are only read.
+        unsafe { &*ptr::addr_of!(ngx_stream_upstream_generation_retry_module) }
+    }
 }
 
 static STREAM_CTX: ngx_stream_module_t = ngx_stream_module_t {
@@ -32,10 +42,6 @@ static STREAM_CTX: ngx_stream_module_t = ngx_stream_module_t {
     create_srv_conf: Some(conf::create_srv_conf::<Stream>),
     merge_srv_conf: None,
 };
-
-/// `NGX_STREAM_SRV_CONF_OFFSET` (a C macro bindgen does not carry).
-const NGX_STREAM_SRV_CONF_OFFSET: ngx_uint_t =
-    core::mem::offset_of!(ngx_stream_conf_ctx_t, srv_conf);
 
 static mut STREAM_COMMANDS: [ngx_command_t; 2] = [
     ngx_command_t {

@@ -9,9 +9,10 @@ use ngx::ffi::{
 
 use generation_retry_core::metrics::decimal;
 
-use crate::ffi_ext::request_ctx;
+use ngx::http::Request;
+
 use crate::peer::PeerData;
-use crate::proto::{Http, Proto};
+use crate::proto::{Http, Registered};
 
 const NAME: &str = "generation_retry_resnapshots";
 
@@ -39,11 +40,14 @@ unsafe extern "C" fn get(
     _data: usize,
 ) -> ngx_int_t {
     // SAFETY: nginx passes a live request and the value to fill.
-    let (r, v) = unsafe { (&*r, &mut *v) };
-    let pd = request_ctx(r, Http::module()) as *const PeerData<Http>;
-    // SAFETY: our ctx slot is NULL or the PeerData set by init_peer for this
-    // request, in its pool.
-    let n = unsafe { pd.as_ref() }.map_or(0, |pd| pd.resnapshots);
+    let (req, v) = unsafe { (Request::from_ngx_http_request(r), &mut *v) };
+    // Our ctx slot is NULL or the PeerData set by init_peer for this request,
+    // in its pool.
+    let n = req
+        .get_module_ctx::<PeerData<Http>>(Http::module())
+        .map_or(0, PeerData::resnapshots);
+    // SAFETY: as above.
+    let r = unsafe { &*r };
     let mut digits = [0u8; 10];
     let text = decimal(n, &mut digits);
     // SAFETY: allocating from the request's pool.

@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+/// The directive's name.
+pub const DIRECTIVE: &str = "generation_retry_resnapshot";
+
 /// Re-snapshots allowed per peer selection when `max=` is not given.
 ///
 /// One generation change is what a single re-resolve produces; a second one
@@ -59,7 +62,7 @@ impl ArgError {
 
 impl fmt::Display for ArgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message("generation_retry_resnapshot"))
+        f.write_str(&self.message(DIRECTIVE))
     }
 }
 

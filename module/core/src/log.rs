@@ -8,6 +8,12 @@ use crate::rescue::Failure;
 /// Every line the module logs starts with this.
 pub const MARKER: &str = "generation_retry: ";
 
+/// The debug-level line of each selection, before its number (debug lines
+/// show with `error_log ... debug` on an nginx built `--with-debug`):
+/// `generation_retry: get peer, selection 2: Rescued { .. }`. The init,
+/// inner get, re-snapshot and free lines start with [`MARKER`].
+pub const TRACE_GET: &str = "generation_retry: get peer, selection ";
+
 /// The start of a rescue line (`[warn]`):
 /// `generation_retry: upstream "be" peer list changed`.
 pub fn rescued_marker(protocol: Protocol, upstream: &str) -> String {

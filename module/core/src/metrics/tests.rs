@@ -42,7 +42,8 @@ fn the_table_is_consistent() {
 fn every_counter_appears_in_both_formats_with_its_value() {
     let s = stats("be");
     let text = render_prometheus(core::slice::from_ref(&s));
-    let json: serde_json::Value = serde_json::from_str(&render_json(core::slice::from_ref(&s))).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&render_json(core::slice::from_ref(&s))).unwrap();
     let up = &json["upstreams"][0];
     for &c in Counter::ALL {
         let (f, series) = c.series();

@@ -1,0 +1,107 @@
+//! The inner balancer's callbacks and state, and the pass-through callbacks
+//! that hand nginx's calls on to them unchanged. They read the [`Inner`] at
+//! the start of the wrapper's state (`PeerData` is `#[repr(C)]` with its
+//! `Inner` first), so they are not generic over the protocol.
+
+use core::ffi::c_void;
+
+use ngx::core::Status;
+use ngx::ffi::{
+    ngx_event_free_peer_pt, ngx_event_get_peer_pt, ngx_event_notify_peer_pt,
+    ngx_event_save_peer_session_pt, ngx_event_set_peer_session_pt, ngx_int_t,
+    ngx_peer_connection_t, ngx_uint_t,
+};
+use ngx::ngx_log_debug;
+
+/// The inner balancer's callbacks and state, as `peer.init` left them.
+#[derive(Clone, Copy)]
+pub(super) struct Inner {
+    pub(super) data: *mut c_void,
+    pub(super) get: ngx_event_get_peer_pt,
+    free: ngx_event_free_peer_pt,
+    /// Stream round-robin's "connected" hook (clears the peer's fails);
+    /// http balancers leave it NULL.
+    notify: ngx_event_notify_peer_pt,
+    set_session: ngx_event_set_peer_session_pt,
+    save_session: ngx_event_save_peer_session_pt,
+}
+
+impl Inner {
+    pub(super) fn take(pc: &ngx_peer_connection_t) -> Inner {
+        Inner {
+            data: pc.data,
+            get: pc.get,
+            free: pc.free,
+            notify: pc.notify,
+            set_session: pc.set_session,
+            save_session: pc.save_session,
+        }
+    }
+
+    /// Points every callback but `get` at the pass-throughs.
+    pub(super) fn install_pass_through(&self, pc: &mut ngx_peer_connection_t) {
+        pc.free = Some(free_peer);
+        // NULL stays NULL: callers test it before calling.
+        pc.notify = self.notify.and(Some(notify_peer));
+        pc.set_session = Some(set_session);
+        pc.save_session = Some(save_session);
+    }
+}
+
+/// The Inner at the start of the wrapper's state.
+///
+/// # Safety
+/// `data` is the `pc->data` the wrapper installed: a `PeerData`, whose
+/// first field is its `Inner` (`#[repr(C)]`), live in the request pool.
+unsafe fn inner<'a>(data: *mut c_void) -> &'a Inner {
+    // SAFETY: per the contract.
+    unsafe { &*(data as *const Inner) }
+}
+
+unsafe extern "C" fn free_peer(
+    pc: *mut ngx_peer_connection_t,
+    data: *mut c_void,
+    state: ngx_uint_t,
+) {
+    // SAFETY: nginx calls free with the data we installed.
+    let inner = unsafe { inner(data) };
+    // SAFETY: the live peer connection nginx passed.
+    let log = unsafe { (*pc).log };
+    ngx_log_debug!(log, "generation_retry: free peer, state {state}");
+    if let Some(free) = inner.free {
+        // SAFETY: the inner free with its own data.
+        unsafe { free(pc, inner.data, state) };
+    }
+}
+
+unsafe extern "C" fn notify_peer(
+    pc: *mut ngx_peer_connection_t,
+    data: *mut c_void,
+    kind: ngx_uint_t,
+) {
+    // SAFETY: as in free_peer.
+    let inner = unsafe { inner(data) };
+    if let Some(notify) = inner.notify {
+        // SAFETY: the inner callback with its own data.
+        unsafe { notify(pc, inner.data, kind) };
+    }
+}
+
+unsafe extern "C" fn set_session(pc: *mut ngx_peer_connection_t, data: *mut c_void) -> ngx_int_t {
+    // SAFETY: as in free_peer.
+    let inner = unsafe { inner(data) };
+    match inner.set_session {
+        // SAFETY: the inner callback with its own data.
+        Some(f) => unsafe { f(pc, inner.data) },
+        None => Status::NGX_OK.into(),
+    }
+}
+
+unsafe extern "C" fn save_session(pc: *mut ngx_peer_connection_t, data: *mut c_void) {
+    // SAFETY: as in free_peer.
+    let inner = unsafe { inner(data) };
+    if let Some(f) = inner.save_session {
+        // SAFETY: the inner callback with its own data.
+        unsafe { f(pc, inner.data) };
+    }
+}
