@@ -66,7 +66,7 @@ impl Counter {
 
     /// The Prometheus metric name (`nginx_generation_retry_..._total`).
     pub fn metric(self) -> &'static str {
-        self.series().0.name
+        Value::Counter(self).metric()
     }
 
     /// Where the counter sits in an upstream's JSON object: a key, and a
@@ -215,6 +215,17 @@ pub enum Value {
     Generation,
     /// Peers in the list now.
     Peers,
+}
+
+impl Value {
+    /// The name of the metric whose series shows this value.
+    pub fn metric(self) -> &'static str {
+        FAMILIES
+            .iter()
+            .find(|f| f.series.iter().any(|s| s.value == self))
+            .map(|f| f.name)
+            .expect("every value has a series in FAMILIES")
+    }
 }
 
 /// One metric family: a name, a type, a help text and its series.

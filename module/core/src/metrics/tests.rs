@@ -38,6 +38,47 @@ fn the_table_is_consistent() {
     }
 }
 
+/// The public names (docs/metrics.md): a rename is a breaking change for
+/// every dashboard and alert, so it must show here.
+#[test]
+fn the_public_names_are_pinned() {
+    let names: Vec<&str> = FAMILIES.iter().map(|f| f.name).collect();
+    assert_eq!(
+        names,
+        [
+            "nginx_generation_retry_busy_total",
+            "nginx_generation_retry_resnapshots_total",
+            "nginx_generation_retry_rescued_total",
+            "nginx_generation_retry_failed_total",
+            "nginx_generation_retry_no_live_total",
+            "nginx_generation_retry_generation",
+            "nginx_generation_retry_peers",
+        ]
+    );
+    let paths: Vec<String> = Counter::ALL
+        .iter()
+        .map(|c| c.json_path().join("."))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "busy.first",
+            "busy.retry",
+            "resnapshots",
+            "rescued",
+            "failed",
+            "no_live.generation",
+            "no_live.unavailable",
+            "no_live.empty",
+        ]
+    );
+    assert_eq!(Value::Peers.metric(), "nginx_generation_retry_peers");
+    assert_eq!(
+        Value::Generation.metric(),
+        "nginx_generation_retry_generation"
+    );
+}
+
 #[test]
 fn every_counter_appears_in_both_formats_with_its_value() {
     let s = stats("be");
