@@ -119,7 +119,7 @@ pub(crate) struct Registration {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct ZoneCtx {
-    registered: [Option<Registration>; 2],
+    registered: [Option<Registration>; Protocol::ALL.len()],
     shared: *mut Shared,
 }
 
@@ -160,7 +160,7 @@ pub(crate) fn register(
         // SAFETY: a fresh, aligned allocation of a ZoneCtx.
         unsafe {
             ctx.write(ZoneCtx {
-                registered: [None; 2],
+                registered: [None; Protocol::ALL.len()],
                 shared: ptr::null_mut(),
             })
         };

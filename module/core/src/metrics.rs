@@ -138,6 +138,9 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// Every protocol, in discriminant order (http first).
+    pub const ALL: [Protocol; 2] = [Protocol::Http, Protocol::Stream];
+
     pub fn label(self) -> &'static str {
         match self {
             Protocol::Http => "http",
