@@ -13,6 +13,7 @@ pub mod memcheck;
 pub mod nginx;
 pub mod rng;
 pub mod scenario;
+pub mod shared;
 pub mod stream;
 
 /// How many times a test repeats its scripted race: `default`, unless

@@ -10,18 +10,20 @@ use crate::dns::{Answer, DnsServer};
 use crate::load::{Client, Response};
 use crate::memcheck::patience;
 use crate::nginx::{Config, Flavor, Nginx};
+use crate::shared::{probe_clients, status_handler, KEEPALIVE_LOCATION, UPSTREAM};
 use crate::{accesslog::Entry, errorlog};
 
 /// The name the GSLB answers for.
 pub const NAME: &str = "app.test";
 
-/// nginx proxying `/` to `upstream be`, whose peers re-resolve through the
-/// harness DNS, and serving the module's status on `/status` (`return 404`
-/// without the module). Every `${NAME}` is filled by [`Lab::start_spec`].
+/// nginx proxying `/` to `upstream be` ([`UPSTREAM`]), whose peers
+/// re-resolve through the harness DNS, and serving the module's status on
+/// `/status` (`return 404` without the module). Every `${NAME}` is filled
+/// by [`Lab::start_spec`] (`${UPSTREAM}` by [`Config`] itself).
 pub const PROXY_HTTP: &str = r#"
     ${HTTP_EXTRA}
-    upstream be {
-        zone be 128k;
+    upstream ${UPSTREAM} {
+        zone ${UPSTREAM} 128k;
         resolver ${DNS} valid=1s ipv6=off;
         resolver_timeout 3s;
         ${UPSTREAM_PRE}
@@ -31,7 +33,7 @@ pub const PROXY_HTTP: &str = r#"
     server {
         listen 127.0.0.1:${PORT};
         location / {
-            proxy_pass ${SCHEME}://be;
+            proxy_pass ${SCHEME}://${UPSTREAM};
             ${LOCATION_EXTRA}
         }
         location = /status {
@@ -43,7 +45,6 @@ pub const PROXY_HTTP: &str = r#"
 
 /// The seed's setting, on loopback: one re-resolving peer and keepalive.
 pub const SINGLE_PEER_SERVERS: &str = "server app.test:${BPORT} resolve;\n        keepalive 16;";
-const KEEPALIVE_LOCATION: &str = "proxy_http_version 1.1; proxy_set_header Connection \"\";";
 
 /// Two peers and no keepalive: the re-resolving one and a static one at
 /// [`crate::backend::ADDR_C`] (`max_fails=0` so an injected failure does
@@ -147,7 +148,7 @@ pub struct Lab {
     pub backend: Backend,
     pub nginx: Nginx,
     pub client: Client,
-    /// Clients from 127.0.K.1, K = 1..=16, for probes (see [`Client::with_source`]).
+    /// Clients from 127.0.K.1 for probes (see [`probe_clients`]).
     probes: Vec<Client>,
     /// The address the DNS currently answers.
     pub current: Ipv4Addr,
@@ -158,7 +159,8 @@ pub struct Lab {
 
 impl Lab {
     /// Starts DNS answering [`ADDR_A`], the backend, and nginx with
-    /// [`SINGLE_PEER_HTTP`]; waits until nginx proxies to [`ADDR_A`].
+    /// [`PROXY_HTTP`] and [`SINGLE_PEER_SERVERS`]; waits until nginx
+    /// proxies to [`ADDR_A`].
     pub async fn start(flavor: Flavor, upstream_extra: &str) -> Lab {
         Lab::start_spec(Spec::single_peer(flavor, "", upstream_extra)).await
     }
@@ -196,11 +198,7 @@ impl Lab {
         } else {
             ("http", location_extra)
         };
-        let status = if flavor.module.is_some() {
-            "generation_retry_status;"
-        } else {
-            "return 404;"
-        };
+        let status = status_handler(flavor.module.is_some());
         let servers = without_default_keepalive(servers, keepalive, &pre, &extra);
         let mut config = Config::new(flavor, PROXY_HTTP).var("SERVERS", servers);
         config.daemon = daemon;
@@ -224,12 +222,7 @@ impl Lab {
             .var("SCHEME", scheme)
             .var("SERVER_EXTRA", "");
         let nginx = Nginx::start(&config);
-        let client = Client::new(nginx.url(""));
-        let probes = (1..=16u8)
-            .map(|k| {
-                Client::with_source(nginx.url(""), std::net::Ipv4Addr::new(127, 0, k, 1).into())
-            })
-            .collect();
+        let (client, probes) = clients(&nginx);
         let lab = Lab {
             dns,
             backend,
@@ -450,7 +443,7 @@ impl Lab {
 
     /// Polls the module's peers gauge of `be` until it reads `n`.
     pub async fn wait_peers(&self, n: u64) {
-        wait_peers(&self.client, "http", "be", n).await;
+        wait_peers(&self.client, "http", UPSTREAM, n).await;
     }
 
     /// Reloads nginx with `${name}` of the configuration set to `value`
@@ -480,8 +473,6 @@ impl Lab {
     }
 }
 
-/// The module's JSON status object (from `/status?format=json`) of the
-/// `protocol` upstream `name`, or of the first `protocol` upstream.
 /// Polls the module's status until `protocol` upstream `name` holds `n`
 /// peers (bounded: 10 s, six times that under memcheck).
 pub async fn wait_peers(client: &Client, protocol: &str, name: &str, n: u64) {
@@ -499,6 +490,8 @@ pub async fn wait_peers(client: &Client, protocol: &str, name: &str, n: u64) {
     }
 }
 
+/// The module's JSON status object (from `/status?format=json`) of the
+/// `protocol` upstream `name`, or of the first `protocol` upstream.
 pub async fn status_object(
     client: &Client,
     protocol: &str,
@@ -522,10 +515,7 @@ pub async fn status_object(
 
 /// The main client and the probe clients of an nginx.
 fn clients(nginx: &Nginx) -> (Client, Vec<Client>) {
-    let probes = (1..=16u8)
-        .map(|k| Client::with_source(nginx.url(""), Ipv4Addr::new(127, 0, k, 1).into()))
-        .collect();
-    (Client::new(nginx.url("")), probes)
+    (Client::new(nginx.url("")), probe_clients(&nginx.url("")))
 }
 
 /// What one race produced.

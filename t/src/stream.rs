@@ -40,6 +40,7 @@ use crate::load::Client;
 use crate::memcheck::patience;
 use crate::nginx::{free_port, Config, Flavor, Nginx};
 use crate::rng::Rng;
+use crate::shared::{status_server, UPSTREAM};
 
 /// The re-resolving name.
 pub const NAME: &str = "tcp.test";
@@ -254,10 +255,10 @@ fn stream_block(slots: usize) -> String {
     let mut s = String::from("    resolver ${DNS} valid=1s ipv6=off;\n    ${STREAM_TOP}\n");
     for i in 0..slots {
         s.push_str(&format!(
-            "    upstream be{i} {{\n        zone be{i} 64k;\n        ${{PRE}}\n        \
+            "    upstream {UPSTREAM}{i} {{\n        zone {UPSTREAM}{i} 64k;\n        ${{PRE}}\n        \
              server 127.0.0.2:${{APORT}} max_conns=1;\n        \
              server {NAME}:${{BPORT}} resolve backup;\n        ${{EXTRA}}\n    }}\n    \
-             server {{\n        listen 127.0.0.1:${{SPORT{i}}};\n        proxy_pass be{i};\n        \
+             server {{\n        listen 127.0.0.1:${{SPORT{i}}};\n        proxy_pass {UPSTREAM}{i};\n        \
              proxy_connect_timeout 20s;\n        proxy_half_close on;\n    }}\n"
         ));
     }
@@ -334,16 +335,7 @@ impl StreamLab {
         let backend = EchoBackend::start().await;
         let hole = BlackHole::start().await;
         let module = spec.flavor.module.is_some();
-        let status = if module {
-            "generation_retry_status;"
-        } else {
-            "return 404;"
-        };
-        let http = format!(
-            "{}\n    server {{\n        listen 127.0.0.1:${{PORT}};\n        \
-             location = /status {{ {status} }}\n    }}\n",
-            spec.http_extra
-        );
+        let http = format!("{}\n    {}\n", spec.http_extra, status_server(module));
         let ports: Vec<u16> = (0..spec.slots).map(|_| free_port()).collect();
         let mut config = Config::new(spec.flavor, http)
             .stream(stream_block(spec.slots))
@@ -378,7 +370,8 @@ impl StreamLab {
             // Where the module can show it, see it: every upstream holds
             // both peers.
             for i in 0..spec.slots {
-                crate::scenario::wait_peers(&http, "stream", &format!("be{i}"), 2).await;
+                let name = format!("{UPSTREAM}{i}");
+                crate::scenario::wait_peers(&http, "stream", &name, 2).await;
             }
         }
         StreamLab {
@@ -410,7 +403,7 @@ impl StreamLab {
                 .reply(patience(Duration::from_secs(3)))
                 .await
                 .unwrap_or_else(|e| {
-                    panic!("a probe of be{slot} hung ({e}): it reached the black hole")
+                    panic!("a probe of {UPSTREAM}{slot} hung ({e}): it reached the black hole")
                 });
             if reply.split() == Some((ip, &b"probe"[..])) {
                 return;
@@ -419,7 +412,7 @@ impl StreamLab {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         panic!(
-            "be{slot} never proxied to {ip}; last probe {last:?}\n{}",
+            "{UPSTREAM}{slot} never proxied to {ip}; last probe {last:?}\n{}",
             self.nginx.error_log()
         );
     }
@@ -445,11 +438,11 @@ impl StreamLab {
         let reply = session
             .reply(patience(Duration::from_secs(15)))
             .await
-            .unwrap_or_else(|e| panic!("race session on be{slot}: {e}"));
+            .unwrap_or_else(|e| panic!("race session on {UPSTREAM}{slot}: {e}"));
         let entry = self.stream_entry(self.ports[slot], reply.port).await;
         let errors = self.session_errors(slot);
         StreamRace {
-            upstream: format!("be{slot}"),
+            upstream: format!("{UPSTREAM}{slot}"),
             old,
             new,
             payload,
@@ -492,7 +485,9 @@ impl StreamLab {
             .into_iter()
             .find(|l| l.whole.contains(&server) && l.whole.contains(&hole))
             .and_then(|l| l.conn)
-            .unwrap_or_else(|| panic!("no error.log line of the race session on be{slot}\n{log}"));
+            .unwrap_or_else(|| {
+                panic!("no error.log line of the race session on {UPSTREAM}{slot}\n{log}")
+            });
         errorlog::lines(&log)
             .into_iter()
             .filter(|l| l.conn == Some(conn))

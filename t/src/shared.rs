@@ -1,0 +1,48 @@
+//! What the scenarios ([`crate::scenario`], [`crate::stream`]) and the
+//! [`crate::lab`] write alike, written once: the upstream's name, the
+//! keepalive lines, the status location, the probe clients.
+
+use std::net::Ipv4Addr;
+
+use crate::load::Client;
+
+/// The upstream every harness configuration proxies to (the stream races
+/// number theirs: `be0`, `be1`, ...). A configuration template says
+/// `${UPSTREAM}` ([`crate::nginx::Config`] fills it in); `$upstream_addr`
+/// ends with it when a selection was refused.
+pub const UPSTREAM: &str = "be";
+
+/// The location lines that let nginx keep upstream connections alive:
+/// HTTP/1.1, and no `Connection: close` passed on.
+pub const KEEPALIVE_LOCATION: &str = "proxy_http_version 1.1; proxy_set_header Connection \"\";";
+
+/// The inside of `location = /status`: the module's status handler, or
+/// `return 404` without the module.
+pub fn status_handler(module: bool) -> &'static str {
+    if module {
+        "generation_retry_status;"
+    } else {
+        "return 404;"
+    }
+}
+
+/// The `http {}` server of a stream configuration: the status location
+/// alone, on `${PORT}`.
+pub fn status_server(module: bool) -> String {
+    format!(
+        "server {{ listen 127.0.0.1:${{PORT}}; location = /status {{ {} }} }}",
+        status_handler(module)
+    )
+}
+
+/// How many probe clients [`probe_clients`] gives.
+pub const PROBES: u8 = 16;
+
+/// Clients of `base` from 127.0.K.1, K = 1..=[`PROBES`], so that
+/// balancers that hash the client address see different clients (see
+/// [`Client::with_source`]).
+pub fn probe_clients(base: &str) -> Vec<Client> {
+    (1..=PROBES)
+        .map(|k| Client::with_source(base, Ipv4Addr::new(127, 0, k, 1).into()))
+        .collect()
+}
