@@ -10,21 +10,65 @@ use std::time::Duration;
 use generation_retry_t::lab::{self, Arm, ArmResult, Options};
 use generation_retry_t::nginx::Flavor;
 
-const USAGE: &str = "\
+/// Where the option descriptions start.
+const INDENT: usize = 20;
+/// The width the arm lists are wrapped to.
+const WIDTH: usize = 78;
+
+/// The usage text; the arm names come from the arm table.
+fn usage() -> String {
+    let quick: Vec<&str> = Arm::ALL
+        .iter()
+        .filter(|a| a.quick() && !a.patched())
+        .map(|a| a.name())
+        .collect();
+    let quick_patched: Vec<&str> = Arm::ALL
+        .iter()
+        .filter(|a| a.quick() && a.patched())
+        .map(|a| a.name())
+        .collect();
+    let names: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
+    format!(
+        "\
 cargo xtask lab [options]
 
   --rate N          requests per second, open loop (default 300)
   --duration S      seconds of load per arm (default 20)
   --arms A,B,...    arms to run (default: all); names:
-                    stock stock+max_fails=0 stock+backup stock+@retry_once
-                    module-off module-on patched control:alternation-only
-                    control:reclaim-only sibling:two-records sibling:nxdomain
+{}
   --valid S         resolver valid= seconds (default 1; the seed used 5)
   --reclaim P       probability a reused connection is reclaimed (default 0.05)
   --seed N          seed of the fault injection (default 1656)
-  --quick           about a minute: 8 s per arm, stock, module-off, module-on
-                    (and patched when built)
-  --out DIR         where to write results (default target/lab/<UTC time>)";
+  --quick           about a minute: 8 s per arm, {}
+                    (and {} when built)
+  --out DIR         where to write results (default target/lab/<UTC time>)",
+        wrap(&names, " "),
+        quick.join(", "),
+        quick_patched.join(", "),
+    )
+}
+
+/// `words` joined by `sep`, in lines of at most [`WIDTH`] columns indented
+/// by [`INDENT`].
+fn wrap(words: &[&str], sep: &str) -> String {
+    let mut lines: Vec<String> = vec![String::new()];
+    for w in words {
+        let line = lines.last_mut().expect("one line at least");
+        if !line.is_empty() && INDENT + line.len() + sep.len() + w.len() > WIDTH {
+            lines.push(w.to_string());
+        } else {
+            if !line.is_empty() {
+                line.push_str(sep);
+            }
+            line.push_str(w);
+        }
+    }
+    lines
+        .iter()
+        .map(|l| format!("{:INDENT$}{l}", ""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 struct Args {
     opts: Options,
@@ -61,8 +105,8 @@ fn parse_args() -> Result<Args, String> {
                 arms = Some(parsed?);
             }
             "--quick" => quick = true,
-            "-h" | "--help" => return Err(USAGE.into()),
-            other => return Err(format!("unknown option `{other}`\n\n{USAGE}")),
+            "-h" | "--help" => return Err(usage()),
+            other => return Err(format!("unknown option `{other}`\n\n{}", usage())),
         }
     }
     if opts.rate <= 0.0
@@ -74,13 +118,10 @@ fn parse_args() -> Result<Args, String> {
     }
     let patched = Flavor::patched_available();
     let arms = arms.unwrap_or_else(|| {
-        let base: &[Arm] = if quick {
-            &[Arm::Stock, Arm::ModuleOff, Arm::ModuleOn, Arm::Patched]
-        } else {
-            Arm::ALL
-        };
-        base.iter()
+        Arm::ALL
+            .iter()
             .copied()
+            .filter(|a| !quick || a.quick())
             .filter(|a| !a.patched() || patched)
             .collect()
     });

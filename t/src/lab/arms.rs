@@ -1,0 +1,232 @@
+//! The arms: one row each in [`arms!`]'s table, holding everything that
+//! tells an arm from another. Adding an arm is adding a row.
+
+use std::net::Ipv4Addr;
+
+use crate::dns::Answer;
+use crate::nginx::Flavor;
+
+/// What an arm proxies, and so which loop drives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP requests to `upstream be`, one re-resolving peer with
+    /// keepalive; the backend reclaims reused connections (see `lab/http.rs`).
+    Http,
+    /// TCP sessions to a stream `upstream be` whose primaries are dead and
+    /// whose backup re-resolves (see `lab/stream.rs`).
+    Stream,
+}
+
+/// Which nginx an arm runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Build {
+    /// Stock nginx.
+    Stock,
+    /// Stock nginx with the module loaded and `generation_retry_resnapshot`
+    /// set to this (in the upstream for HTTP, at stream level for stream).
+    Module(&'static str),
+    /// nginx with the core patch, no module.
+    Patched,
+}
+
+/// What the DNS answers for the re-resolving name once the load starts,
+/// between the arm's two addresses `a` (the first answer) and `b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dns {
+    /// `a`, always: no swap.
+    Steady,
+    /// `a`, `b`, `a`, ...: a swap at every re-resolve.
+    Rotate,
+    /// `a`, then briefly both, `b`, both again (max_fails wipe-out).
+    TwoRecords,
+    /// `a`, `b`, then NXDOMAIN (the list empties).
+    NxDomain,
+}
+
+impl Dns {
+    /// The schedule to set once the load starts; `None` leaves `a`.
+    pub fn schedule(self, a: Ipv4Addr, b: Ipv4Addr) -> Option<Answer> {
+        match self {
+            Dns::Steady => None,
+            Dns::Rotate => Some(Answer::rotate(&[a, b])),
+            Dns::TwoRecords => Some(Answer::Cycle(vec![
+                Answer::A(vec![a]),
+                Answer::A(vec![a, b]),
+                Answer::A(vec![b]),
+                Answer::A(vec![b, a]),
+            ])),
+            Dns::NxDomain => Some(Answer::Cycle(vec![
+                Answer::A(vec![a]),
+                Answer::A(vec![b]),
+                Answer::NxDomain,
+            ])),
+        }
+    }
+}
+
+/// One arm's description.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    /// Its name on the command line and in the results.
+    pub name: &'static str,
+    pub protocol: Protocol,
+    pub build: Build,
+    pub dns: Dns,
+    /// Whether the backend reclaims reused keepalive connections (HTTP).
+    pub reclaim: bool,
+    /// Parameters added to the re-resolving `server` line (HTTP).
+    pub server_params: &'static str,
+    /// A line added to `upstream be` after its `server` lines (HTTP).
+    pub upstream_line: &'static str,
+    /// The `error_page 502 = @retry_once` workaround (HTTP).
+    pub retry_once: bool,
+    /// Whether `--quick` runs it.
+    pub quick: bool,
+}
+
+/// The seed's HTTP setting, stock: every fault, nothing added.
+const HTTP: Row = Row {
+    name: "",
+    protocol: Protocol::Http,
+    build: Build::Stock,
+    dns: Dns::Rotate,
+    reclaim: true,
+    server_params: "",
+    upstream_line: "",
+    retry_once: false,
+    quick: false,
+};
+
+/// The stream setting, stock: the dead primaries, the backup swapping.
+const STREAM: Row = Row {
+    protocol: Protocol::Stream,
+    reclaim: false,
+    ..HTTP
+};
+
+/// `arms! { /// doc  Variant => row, ... }`: the [`Arm`] enum, one variant
+/// per row, [`Arm::ALL`] in table order, and [`Arm::row`].
+macro_rules! arms {
+    ($($(#[$doc:meta])* $variant:ident => $row:expr,)*) => {
+        /// One configuration under test (see [`Row`]).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Arm {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Arm {
+            pub const ALL: &'static [Arm] = &[$(Arm::$variant),*];
+
+            /// The arm's row of the table.
+            pub fn row(self) -> &'static Row {
+                const ROWS: &[Row] = &[$($row),*];
+                &ROWS[self as usize]
+            }
+        }
+    };
+}
+
+arms! {
+    /// Stock nginx 1.28.0, the seed's configuration.
+    Stock => Row { name: "stock", quick: true, ..HTTP },
+    /// Stock with `max_fails=0` (the seed: no effect).
+    StockMaxFails0 => Row { name: "stock+max_fails=0", server_params: " max_fails=0", ..HTTP },
+    /// Stock with a `backup` server (the seed: no effect, busy skips backup).
+    StockBackup => Row {
+        name: "stock+backup",
+        upstream_line: "server 127.0.0.4:${BPORT} backup;",
+        ..HTTP
+    },
+    /// Stock with the seed's `error_page 502 = @retry_once` workaround.
+    StockRetryOnce => Row { name: "stock+@retry_once", retry_once: true, ..HTTP },
+    /// The module, `off`: observe only.
+    ModuleOff => Row { name: "module-off", build: Build::Module("off"), quick: true, ..HTTP },
+    /// The module, `on`.
+    ModuleOn => Row { name: "module-on", build: Build::Module("on"), quick: true, ..HTTP },
+    /// nginx with the core patch, no module.
+    Patched => Row { name: "patched", build: Build::Patched, quick: true, ..HTTP },
+    /// Control: DNS alternation alone, no reclaim.
+    AlternationOnly => Row { name: "control:alternation-only", reclaim: false, ..HTTP },
+    /// Control: reclaim alone, fixed address.
+    ReclaimOnly => Row { name: "control:reclaim-only", dns: Dns::Steady, ..HTTP },
+    /// Sibling family: the name briefly answers two records (max_fails
+    /// wipe-out), module on to show the cause.
+    TwoRecords => Row {
+        name: "sibling:two-records",
+        build: Build::Module("on"),
+        dns: Dns::TwoRecords,
+        ..HTTP
+    },
+    /// Sibling family: NXDOMAIN empties the list, module on.
+    NxDomain => Row {
+        name: "sibling:nxdomain",
+        build: Build::Module("on"),
+        dns: Dns::NxDomain,
+        ..HTTP
+    },
+    /// Stream (TCP), stock: sessions through an upstream whose primary is
+    /// a dead peer (connects time out) and whose backup re-resolves.
+    StreamStock => Row { name: "stream:stock", ..STREAM },
+    /// Stream, the module `on`.
+    StreamModuleOn => Row { name: "stream:module-on", build: Build::Module("on"), ..STREAM },
+    /// Stream, the patched nginx.
+    StreamPatched => Row { name: "stream:patched", build: Build::Patched, ..STREAM },
+}
+
+impl Arm {
+    pub fn name(self) -> &'static str {
+        self.row().name
+    }
+
+    pub fn parse(name: &str) -> Option<Arm> {
+        Arm::ALL.iter().copied().find(|a| a.name() == name)
+    }
+
+    /// Whether the arm needs the patched nginx.
+    pub fn patched(self) -> bool {
+        self.row().build == Build::Patched
+    }
+
+    /// Whether `--quick` runs the arm.
+    pub fn quick(self) -> bool {
+        self.row().quick
+    }
+
+    /// `generation_retry_resnapshot`'s value, with the module.
+    pub(super) fn resnapshot(self) -> Option<&'static str> {
+        match self.row().build {
+            Build::Module(value) => Some(value),
+            _ => None,
+        }
+    }
+
+    pub(super) fn flavor(self) -> Flavor {
+        match self.row().build {
+            Build::Stock => Flavor::stock(),
+            Build::Module(_) => Flavor::with_module(),
+            Build::Patched => Flavor::patched(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arms_round_trip_by_name() {
+        for a in Arm::ALL {
+            assert_eq!(Arm::parse(a.name()), Some(*a));
+        }
+        assert_eq!(Arm::parse("nope"), None);
+    }
+
+    #[test]
+    fn names_are_unique_and_rows_in_order() {
+        for (i, a) in Arm::ALL.iter().enumerate() {
+            assert_eq!(*a as usize, i);
+            assert!(!a.name().is_empty());
+            assert_eq!(Arm::ALL.iter().filter(|b| b.name() == a.name()).count(), 1);
+        }
+    }
+}
