@@ -1,6 +1,8 @@
 //! nginx's error.log: the lines every test must not contain, and the
 //! per-connection lines that identify the race.
 
+use crate::metrics::log;
+
 /// Markers that fail any test that ran nginx.
 pub const FATAL_MARKERS: &[&str] = &["[alert]", "[emerg]", "exited on signal"];
 
@@ -62,7 +64,7 @@ pub const PREMATURELY_CLOSED: &str = "upstream prematurely closed connection";
 /// is a refused selection, nor this module's own lines.
 pub fn is_upstream_attempt_failure(message: &str) -> bool {
     !message.starts_with(NO_LIVE)
-        && !message.starts_with("generation_retry:")
+        && !message.starts_with(log::MARKER)
         && (message.contains(" from upstream") || message.contains(" to upstream"))
 }
 pub const NO_LIVE: &str = "no live upstreams";
@@ -88,6 +90,7 @@ pub fn two_hop_pair(text: &str, request_marker: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::{NoLiveCause, Protocol};
 
     const LOG: &str = "\
 2026/11/29 17:00:00 [notice] 10#10: start worker process 11
@@ -123,7 +126,8 @@ mod tests {
             "recv() failed (104: Connection reset by peer) while reading response header from upstream"
         ));
         assert!(!is_upstream_attempt_failure(
-            "generation_retry: upstream \"be\": cause=empty while connecting to upstream"
+            &(log::no_live_marker(Protocol::Http, "be", NoLiveCause::Empty)
+                + " while connecting to upstream")
         ));
     }
 

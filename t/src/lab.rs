@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::accesslog::{tally, Entry, Shape};
 use crate::errorlog;
 use crate::load::Client;
+use crate::metrics::{log, Counter, NoLiveCause, StatusExt};
 use crate::nginx::Nginx;
 use crate::scenario::status_object;
 
@@ -272,32 +273,26 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// The module's rescue lines in `error_log`.
 fn rescue_lines(error_log: &str) -> usize {
-    error_log
-        .lines()
-        .filter(|l| l.contains("[warn]") && l.contains("peer list changed (generation"))
-        .count()
+    error_log.lines().filter(|l| log::is_rescue_line(l)).count()
 }
 
 /// rescued, busy (first + retry) and no_live (generation, unavailable,
 /// empty) from the module's status object of the upstream.
 fn module_counts(status: Option<&Value>) -> (Option<u64>, Option<u64>, Option<[u64; 3]>) {
-    let get = |v: &Value, k: &str| v[k].as_u64();
     let Some(s) = status else {
         return (None, None, None);
     };
-    let n = &s["no_live"];
+    let busy = s
+        .counter(Counter::BusyFirst)
+        .zip(s.counter(Counter::BusyRetry));
+    let [generation, unavailable, empty] = NoLiveCause::ALL.map(|c| s.counter(c.counter()));
     (
-        get(s, "rescued"),
-        get(&s["busy"], "first")
-            .zip(get(&s["busy"], "retry"))
-            .map(|(a, b)| a + b),
-        (|| {
-            Some([
-                get(n, "generation")?,
-                get(n, "unavailable")?,
-                get(n, "empty")?,
-            ])
-        })(),
+        s.counter(Counter::Rescued),
+        busy.map(|(a, b)| a + b),
+        generation
+            .zip(unavailable)
+            .zip(empty)
+            .map(|((g, u), e)| [g, u, e]),
     )
 }
 

@@ -10,6 +10,7 @@ pub mod errorlog;
 pub mod lab;
 pub mod load;
 pub mod memcheck;
+pub mod metrics;
 pub mod nginx;
 pub mod rng;
 pub mod scenario;

@@ -8,6 +8,7 @@
 //! its own nginx, DNS server and backend.
 
 use generation_retry_t::accesslog::Hop;
+use generation_retry_t::metrics::{Counter, StatusExt};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, Spec};
 use tokio::task::JoinSet;
@@ -86,7 +87,10 @@ async fn run(balancer: &'static str, fix: Fix) {
             }
             if matches!(fix, Fix::Module) {
                 let s = lab.status("be").await;
-                if s["rescued"] != 1 || s["busy"]["retry"] != 1 || s["failed"] != 0 {
+                if s.count(Counter::Rescued) != 1
+                    || s.count(Counter::BusyRetry) != 1
+                    || s.count(Counter::Failed) != 0
+                {
                     problems.push(format!("counters {s}"));
                 }
             }

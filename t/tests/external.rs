@@ -13,12 +13,14 @@
 //!
 //! A missing artefact fails the test: nothing here is skipped.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use generation_retry_t::errorlog;
+use generation_retry_t::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::nginx::{self, Config, Flavor};
-use generation_retry_t::scenario::Lab;
+use generation_retry_t::scenario::{Lab, Spec};
 use generation_retry_t::stream::{StreamLab, StreamSpec};
 
 const MODULE_FILE: &str = "ngx_http_upstream_generation_retry_module.so";
@@ -65,13 +67,67 @@ async fn rescues_the_race(flavor: Flavor) {
         assert_eq!(race.entry.resnapshots, Some(1), "{}", race.path);
         let s = lab.status("be").await;
         let n = (i + 1) as u64;
-        assert_eq!(s["busy"]["retry"], n, "{s}");
-        assert_eq!(s["rescued"], n, "{s}");
-        assert_eq!(s["failed"], 0, "{s}");
-        assert_eq!(s["no_live"]["generation"], 0, "{s}");
+        assert_eq!(s.count(Counter::BusyRetry), n, "{s}");
+        assert_eq!(s.count(Counter::Rescued), n, "{s}");
+        assert_eq!(s.count(Counter::Failed), 0, "{s}");
+        assert_eq!(s.count(Counter::NoLiveGeneration), 0, "{s}");
     }
-    lab.assert_rescue_log("generation_retry: upstream \"be\" peer list changed", RACES);
+    lab.assert_rescue_log(&log::rescued_marker(Protocol::Http, "be"), RACES);
     lab.finish();
+}
+
+/// One rescued race with `error_log logs/debug.log debug;` at http level:
+/// the debug log's text.
+async fn debug_log_of_a_rescue(flavor: Flavor) -> String {
+    let spec = Spec::single_peer(flavor, "", "generation_retry_resnapshot on;")
+        .http_extra("error_log logs/debug.log debug;");
+    let mut lab = Lab::start_spec(spec).await;
+    let race = lab.race_once(0).await;
+    lab.assert_rescued(&race);
+    let debug = fs::read_to_string(lab.nginx.prefix().join("logs/debug.log")).unwrap();
+    lab.finish();
+    debug
+}
+
+/// The wrapper's debug trace, as keepalive's: on an nginx built
+/// `--with-debug`, the rescued selection shows the rule's outcome, the
+/// re-snapshot and the callbacks around it.
+async fn traces_the_rescue_at_debug_level(flavor: Flavor) {
+    let debug = debug_log_of_a_rescue(flavor).await;
+    let rescued: Vec<&str> = debug
+        .lines()
+        .filter(|l| l.contains(log::TRACE_GET) && l.contains("Rescued {"))
+        .collect();
+    assert_eq!(
+        rescued.len(),
+        1,
+        "one rescued selection traced: {rescued:#?}"
+    );
+    assert!(rescued[0].contains("[debug]"), "{}", rescued[0]);
+    for line in [
+        format!("{}init upstream \"be\" peer at generation ", log::MARKER),
+        format!(
+            "{}re-snapshot of \"be\": peer.init 0, fresh state",
+            log::MARKER
+        ),
+        format!("{}inner get peer: -3", log::MARKER),
+        format!("{}free peer, state ", log::MARKER),
+    ] {
+        assert!(debug.contains(&line), "no {line:?} in the debug log");
+    }
+}
+
+/// Without `--with-debug` the same configuration traces nothing: the lines
+/// are compiled out with nginx's own debug logging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn trace_lines_are_compiled_out_without_debug() {
+    let debug = debug_log_of_a_rescue(Flavor::with_module()).await;
+    assert!(
+        debug.contains("[warn]"),
+        "the rescue line is there: {debug}"
+    );
+    assert!(!debug.contains("[debug]"), "{debug}");
+    assert!(!debug.contains(log::TRACE_GET), "{debug}");
 }
 
 /// The stream module of the same shared object: its race (`stream.rs`) is
@@ -84,8 +140,8 @@ async fn rescues_the_stream_race(flavor: Flavor) {
     assert!(race.delivered(), "{race:?}");
     assert_eq!(race.entry.status, 200, "{race:?}");
     let s = lab.status("stream", &race.upstream).await;
-    assert_eq!(s["rescued"], 1, "{s}");
-    assert_eq!(s["failed"], 0, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+    assert_eq!(s.count(Counter::Failed), 0, "{s}");
     lab.finish();
 }
 
@@ -102,6 +158,7 @@ async fn nginx_build_dir_module_rescues_the_race_in_its_debug_nginx() {
         assert!(!v.contains(flag), "not the external build: {v}");
     }
     rescues_the_race(flavor.clone()).await;
+    traces_the_rescue_at_debug_level(flavor.clone()).await;
     rescues_the_stream_race(flavor).await;
 }
 

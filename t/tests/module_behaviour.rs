@@ -5,6 +5,9 @@ use std::time::Duration;
 use generation_retry_t::backend::{ADDR_A, ADDR_B};
 use generation_retry_t::dns::Answer;
 use generation_retry_t::memcheck::patience;
+use generation_retry_t::metrics::{
+    log, Counter, NoLiveCause, Protocol, StatusExt, Value, FAMILIES,
+};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, Spec, NAME};
 use reqwest::Method;
@@ -29,27 +32,22 @@ async fn status_endpoint_formats_methods_and_access() {
         "text/plain; version=0.0.4; charset=utf-8"
     );
     assert!(r.body.ends_with('\n'));
-    for metric in [
-        "nginx_generation_retry_busy_total",
-        "nginx_generation_retry_resnapshots_total",
-        "nginx_generation_retry_rescued_total",
-        "nginx_generation_retry_failed_total",
-        "nginx_generation_retry_no_live_total",
-        "nginx_generation_retry_generation",
-        "nginx_generation_retry_peers",
-    ] {
+    for f in FAMILIES {
+        let metric = f.name;
         assert_eq!(
             r.body.matches(&format!("# TYPE {metric} ")).count(),
             1,
             "{metric}"
         );
     }
-    assert!(r.body.contains(
-        "nginx_generation_retry_busy_total{upstream=\"be\",protocol=\"http\",phase=\"retry\"} 0\n"
-    ));
+    let retry = Counter::BusyRetry.metric();
+    assert!(r.body.contains(&format!(
+        "{retry}{{upstream=\"be\",protocol=\"http\",phase=\"retry\"}} 0\n"
+    )));
+    let peers = Value::Peers.metric();
     assert!(
         r.body
-            .contains("nginx_generation_retry_peers{upstream=\"be\",protocol=\"http\"} 1\n"),
+            .contains(&format!("{peers}{{upstream=\"be\",protocol=\"http\"}} 1\n")),
         "{}",
         r.body
     );
@@ -88,7 +86,7 @@ async fn empty_list_is_counted_as_empty_and_left_alone() {
     let lab = Lab::start_spec(Spec::single_peer(Flavor::with_module(), "", ON)).await;
     // Readiness probes sent before the first resolution met an empty list
     // too: count from here.
-    let before = lab.status("be").await["no_live"]["empty"].as_u64().unwrap();
+    let before = lab.status("be").await.count(Counter::NoLiveEmpty);
     lab.dns.set(NAME, Answer::NxDomain);
     lab.wait_peers(0).await;
 
@@ -97,14 +95,15 @@ async fn empty_list_is_counted_as_empty_and_left_alone() {
     let e = lab.access_entry("/empty").await;
     assert_eq!(e.upstream_addr(), "be");
     let s = lab.status("be").await;
-    assert_eq!(s["no_live"]["empty"], before + 1, "{s}");
-    assert_eq!(s["no_live"]["generation"], 0, "{s}");
-    assert_eq!(s["busy"]["first"], 0, "{s}");
-    assert_eq!(s["resnapshots"], 0, "{s}");
-    assert!(lab
-        .nginx
-        .error_log()
-        .contains("generation_retry: upstream \"be\": cause=empty"));
+    assert_eq!(s.count(Counter::NoLiveEmpty), before + 1, "{s}");
+    assert_eq!(s.count(Counter::NoLiveGeneration), 0, "{s}");
+    assert_eq!(s.count(Counter::BusyFirst), 0, "{s}");
+    assert_eq!(s.count(Counter::Resnapshots), 0, "{s}");
+    assert!(lab.nginx.error_log().contains(&log::no_live_marker(
+        Protocol::Http,
+        "be",
+        NoLiveCause::Empty
+    )));
     lab.finish();
 }
 
@@ -132,9 +131,9 @@ async fn unusable_peers_are_counted_as_unavailable() {
     assert_eq!(r.status(), 502);
     assert_eq!(lab.access_entry("/refused").await.upstream_addr(), "be");
     let s = lab.status("be").await;
-    assert_eq!(s["no_live"]["unavailable"], 1, "{s}");
-    assert_eq!(s["no_live"]["generation"], 0, "{s}");
-    assert_eq!(s["busy"]["first"], 0, "{s}");
+    assert_eq!(s.count(Counter::NoLiveUnavailable), 1, "{s}");
+    assert_eq!(s.count(Counter::NoLiveGeneration), 0, "{s}");
+    assert_eq!(s.count(Counter::BusyFirst), 0, "{s}");
 
     held.close();
     let _ = first.await;
@@ -192,8 +191,8 @@ async fn sent_non_idempotent_requests_are_not_retried() {
         current = next;
     }
     let s = lab.status("be").await;
-    assert_eq!(s["resnapshots"], 0, "{s}");
-    assert_eq!(s["busy"]["retry"], 0, "{s}");
+    assert_eq!(s.count(Counter::Resnapshots), 0, "{s}");
+    assert_eq!(s.count(Counter::BusyRetry), 0, "{s}");
     lab.finish();
 }
 
@@ -214,7 +213,7 @@ async fn resnapshot_keeps_next_upstream_tries() {
     assert_eq!(race.response.status(), 502, "{race:?}");
     assert_eq!(race.entry.hops.len(), 2, "{}", race.entry.upstream_addr());
     let s = lab.status("be").await;
-    assert_eq!(s["rescued"], 1, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
     lab.finish();
 }
 

@@ -1,6 +1,7 @@
 //! The deterministic race with the module loaded.
 
 use generation_retry_t::accesslog::Shape;
+use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::Lab;
 
@@ -23,17 +24,14 @@ async fn module_on_rescues_the_race() {
 
         let s = lab.status("be").await;
         let n = (i + 1) as u64;
-        assert_eq!(s["busy"]["retry"], n, "{s}");
-        assert_eq!(s["busy"]["first"], 0, "{s}");
-        assert_eq!(s["resnapshots"], n, "{s}");
-        assert_eq!(s["rescued"], n, "{s}");
-        assert_eq!(s["failed"], 0, "{s}");
-        assert_eq!(s["no_live"]["generation"], 0, "{s}");
+        assert_eq!(s.count(Counter::BusyRetry), n, "{s}");
+        assert_eq!(s.count(Counter::BusyFirst), 0, "{s}");
+        assert_eq!(s.count(Counter::Resnapshots), n, "{s}");
+        assert_eq!(s.count(Counter::Rescued), n, "{s}");
+        assert_eq!(s.count(Counter::Failed), 0, "{s}");
+        assert_eq!(s.count(Counter::NoLiveGeneration), 0, "{s}");
     }
-    lab.assert_rescue_log(
-        "generation_retry: upstream \"be\" peer list changed",
-        repeats,
-    );
+    lab.assert_rescue_log(&log::rescued_marker(Protocol::Http, "be"), repeats);
     lab.finish();
 }
 
@@ -52,15 +50,19 @@ async fn module_off_observes_without_changing_the_outcome() {
     assert_eq!(race.entry.resnapshots, Some(0));
     let log = lab.nginx.error_log();
     assert!(
-        log.contains("generation_retry: upstream \"be\": cause=generation"),
+        log.contains(&log::no_live_marker(
+            Protocol::Http,
+            "be",
+            NoLiveCause::Generation
+        )),
         "the module's error line precedes nginx's: {log}"
     );
     let s = lab.status("be").await;
-    assert_eq!(s["busy"]["retry"], 1, "{s}");
-    assert_eq!(s["failed"], 1, "{s}");
-    assert_eq!(s["no_live"]["generation"], 1, "{s}");
-    assert_eq!(s["resnapshots"], 0, "{s}");
-    assert_eq!(s["rescued"], 0, "{s}");
+    assert_eq!(s.count(Counter::BusyRetry), 1, "{s}");
+    assert_eq!(s.count(Counter::Failed), 1, "{s}");
+    assert_eq!(s.count(Counter::NoLiveGeneration), 1, "{s}");
+    assert_eq!(s.count(Counter::Resnapshots), 0, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 0, "{s}");
     assert_eq!(s["mode"], "off", "{s}");
     lab.finish();
 }

@@ -4,6 +4,7 @@
 //! to rescue and counts nothing.
 
 use generation_retry_t::accesslog::Shape;
+use generation_retry_t::metrics::{Counter, StatusExt};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, Spec};
 
@@ -35,10 +36,10 @@ async fn module_in_patched_nginx_finds_nothing_to_rescue() {
         assert_eq!(race.entry.resnapshots, Some(0), "the module re-snapshotted");
     }
     let s = lab.status("be").await;
-    assert_eq!(s["busy"]["first"], 0, "{s}");
-    assert_eq!(s["busy"]["retry"], 0, "{s}");
-    assert_eq!(s["resnapshots"], 0, "{s}");
-    assert_eq!(s["rescued"], 0, "{s}");
-    assert_eq!(s["failed"], 0, "{s}");
+    assert_eq!(s.count(Counter::BusyFirst), 0, "{s}");
+    assert_eq!(s.count(Counter::BusyRetry), 0, "{s}");
+    assert_eq!(s.count(Counter::Resnapshots), 0, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 0, "{s}");
+    assert_eq!(s.count(Counter::Failed), 0, "{s}");
     lab.finish();
 }

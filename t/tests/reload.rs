@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use generation_retry_t::lab::{run_arm, Arm, Options};
 use generation_retry_t::load::{open_loop, Client};
+use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, Spec};
 use reqwest::Method;
@@ -19,15 +20,23 @@ async fn counters_survive_reload_and_keep_counting() {
     .await;
     let race = lab.race_once(0).await;
     lab.assert_rescued(&race);
-    assert_eq!(lab.status("be").await["rescued"], 1);
+    assert_eq!(lab.status("be").await.count(Counter::Rescued), 1);
 
     for i in 1..=3 {
         lab.reload();
         let race = lab.race_once(i).await;
         lab.assert_rescued(&race);
         let s = lab.status("be").await;
-        assert_eq!(s["rescued"], (i + 1) as u64, "after reload {i}: {s}");
-        assert_eq!(s["busy"]["retry"], (i + 1) as u64, "after reload {i}: {s}");
+        assert_eq!(
+            s.count(Counter::Rescued),
+            (i + 1) as u64,
+            "after reload {i}: {s}"
+        );
+        assert_eq!(
+            s.count(Counter::BusyRetry),
+            (i + 1) as u64,
+            "after reload {i}: {s}"
+        );
     }
     lab.finish();
 }
@@ -57,11 +66,11 @@ async fn reload_adds_and_removes_upstreams_and_switches_off_to_on() {
     assert_eq!(race.response.status(), 502, "{race:?}");
     let s = lab.status("be").await;
     assert_eq!(
-        (s["mode"].as_str(), s["failed"].as_u64()),
-        (Some("off"), Some(1)),
+        (s["mode"].as_str(), s.count(Counter::Failed)),
+        (Some("off"), 1),
         "{s}"
     );
-    assert_eq!(lab.status("gone").await["rescued"], 0);
+    assert_eq!(lab.status("gone").await.count(Counter::Rescued), 0);
 
     lab.reconfigure(&[
         ("UPSTREAM_EXTRA", "generation_retry_resnapshot on;"),
@@ -69,22 +78,26 @@ async fn reload_adds_and_removes_upstreams_and_switches_off_to_on() {
     ]);
     let s = lab.status("be").await;
     assert_eq!(s["mode"], "on", "{s}");
-    assert_eq!(s["busy"]["retry"], 1, "the off-era refusal was kept: {s}");
-    assert_eq!(s["failed"], 1, "{s}");
+    assert_eq!(
+        s.count(Counter::BusyRetry),
+        1,
+        "the off-era refusal was kept: {s}"
+    );
+    assert_eq!(s.count(Counter::Failed), 1, "{s}");
     let body = lab.client.get("/status?format=json").await.body;
     assert!(
         !body.contains("\"gone\""),
         "a removed upstream is still shown: {body}"
     );
     let added = lab.status("added").await;
-    assert_eq!(added["busy"]["retry"], 0, "{added}");
+    assert_eq!(added.count(Counter::BusyRetry), 0, "{added}");
 
     let race = lab.race_once(1).await;
     lab.assert_rescued(&race);
     let s = lab.status("be").await;
-    assert_eq!(s["rescued"], 1, "{s}");
-    assert_eq!(s["busy"]["retry"], 2, "{s}");
-    assert_eq!(s["failed"], 1, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+    assert_eq!(s.count(Counter::BusyRetry), 2, "{s}");
+    assert_eq!(s.count(Counter::Failed), 1, "{s}");
     lab.finish();
 }
 
@@ -182,10 +195,14 @@ async fn binary_upgrade_keeps_serving() {
     let log = lab.nginx.error_log();
     let causes: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("generation_retry: upstream \"be\": cause="))
+        .filter(|l| l.contains(&log::no_live_prefix(Protocol::Http, "be")))
         .collect();
     assert!(
-        causes.iter().all(|l| l.contains("cause=empty")),
+        causes.iter().all(|l| l.contains(&log::no_live_marker(
+            Protocol::Http,
+            "be",
+            NoLiveCause::Empty
+        ))),
         "{causes:#?}"
     );
     assert!(

@@ -13,6 +13,7 @@ use std::time::Duration;
 use generation_retry_t::backend::{Backend, ADDR_A, ADDR_B};
 use generation_retry_t::dns::{Answer, DnsServer};
 use generation_retry_t::load::{open_loop, Client};
+use generation_retry_t::metrics::Counter;
 use generation_retry_t::nginx::{Config, Flavor, Nginx};
 use generation_retry_t::scenario::{NAME, PROXY_HTTP, SINGLE_PEER_SERVERS};
 use reqwest::Method;
@@ -303,17 +304,27 @@ async fn ten_thousand_concurrent_scrapes_under_generation_races() {
             .map(|(_, &v)| v as u64)
             .unwrap_or_else(|| panic!("no be/{s} in {final_json:?}"))
     };
-    let busy = g("busy.first") + g("busy.retry");
-    let (resnapshots, rescued, failed) = (g("resnapshots"), g("rescued"), g("failed"));
+    let c = |counter: Counter| g(&counter.json_path().join("."));
+    let busy = c(Counter::BusyFirst) + c(Counter::BusyRetry);
+    let (resnapshots, rescued, failed) = (
+        c(Counter::Resnapshots),
+        c(Counter::Rescued),
+        c(Counter::Failed),
+    );
     let moving = distinct
         .iter()
-        .filter(|(k, v)| k.0 == "json" && k.1.ends_with("/busy.retry") && v.len() >= 2)
+        .filter(|(k, v)| {
+            k.0 == "json"
+                && k.1
+                    .ends_with(&format!("/{}", Counter::BusyRetry.json_path().join(".")))
+                && v.len() >= 2
+        })
         .count();
     assert!(swaps >= 5, "only {swaps} DNS swaps: the fault did not run");
     assert!(busy >= 1, "no generation-busy selection: no race happened");
     assert!(moving >= 1, "busy never changed while being scraped");
 
-    // The quiescent numbers add up (README, Metrics): every busy selection
+    // The quiescent numbers add up (docs/metrics.md, Identities): every busy selection
     // was rescued or failed, at most once; each rescue took a re-snapshot,
     // and each busy selection at most max (2) of them; every generation
     // no-live is a failed one. Checked only once quiescent: with two
@@ -327,7 +338,7 @@ async fn ten_thousand_concurrent_scrapes_under_generation_races() {
         rescued <= resnapshots && resnapshots <= 2 * busy,
         "{final_json:?}"
     );
-    assert!(g("no_live.generation") <= failed, "{final_json:?}");
+    assert!(c(Counter::NoLiveGeneration) <= failed, "{final_json:?}");
     // The two views agree.
     let text = |m: &str| {
         final_text
@@ -336,12 +347,9 @@ async fn ten_thousand_concurrent_scrapes_under_generation_races() {
             .map(|(_, &v)| v as u64)
             .unwrap_or_else(|| panic!("no {m} for be"))
     };
-    assert_eq!(text("nginx_generation_retry_rescued_total"), rescued);
-    assert_eq!(
-        text("nginx_generation_retry_resnapshots_total"),
-        resnapshots
-    );
-    assert_eq!(text("nginx_generation_retry_failed_total"), failed);
+    assert_eq!(text(Counter::Rescued.metric()), rescued);
+    assert_eq!(text(Counter::Resnapshots.metric()), resnapshots);
+    assert_eq!(text(Counter::Failed.metric()), failed);
 
     let ok = sent.iter().filter(|s| s.response.status() == 200).count();
     assert!(
@@ -356,7 +364,9 @@ async fn ten_thousand_concurrent_scrapes_under_generation_races() {
         sent.len(),
         distinct
             .iter()
-            .filter(|(k, _)| k.0 == "json" && k.1.ends_with("/busy.retry"))
+            .filter(|(k, _)| k.0 == "json"
+                && k.1
+                    .ends_with(&format!("/{}", Counter::BusyRetry.json_path().join("."))))
             .map(|(_, v)| v.len())
             .max()
             .unwrap_or(0)

@@ -1,6 +1,7 @@
 //! Stream (TCP) upstreams: the race of `generation_retry::stream`, on stock
 //! nginx, with the module (`on`, `off`) and with the patched nginx.
 
+use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::stream::{StreamLab, StreamRace, StreamSpec, HOLE};
 
@@ -83,39 +84,38 @@ async fn module_on_rescues_the_stream_race_and_counts_it() {
         assert_rescued(&lab, &race);
         assert!(
             race.errors.iter().any(|l| l.contains("[warn]")
-                && l.contains(&format!(
-                    "generation_retry: stream upstream \"{}\" peer list changed",
-                    race.upstream
-                ))),
+                && l.contains(&log::rescued_marker(Protocol::Stream, &race.upstream))),
             "{:?}",
             race.errors
         );
         let s = lab.status("stream", &race.upstream).await;
         assert_eq!(s["mode"], "on", "{s}");
-        assert_eq!(s["busy"]["retry"], 1, "{s}");
-        assert_eq!(s["busy"]["first"], 0, "{s}");
-        assert_eq!(s["resnapshots"], 1, "{s}");
-        assert_eq!(s["rescued"], 1, "{s}");
-        assert_eq!(s["failed"], 0, "{s}");
-        assert_eq!(s["no_live"]["generation"], 0, "{s}");
+        assert_eq!(s.count(Counter::BusyRetry), 1, "{s}");
+        assert_eq!(s.count(Counter::BusyFirst), 0, "{s}");
+        assert_eq!(s.count(Counter::Resnapshots), 1, "{s}");
+        assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+        assert_eq!(s.count(Counter::Failed), 0, "{s}");
+        assert_eq!(s.count(Counter::NoLiveGeneration), 0, "{s}");
         assert_eq!(s["peers"], 2, "{s}");
     }
     let http = lab.status("http", "be0").await;
-    assert_eq!(http["busy"]["retry"], 0, "{http}");
-    assert_eq!(http["rescued"], 0, "{http}");
+    assert_eq!(http.count(Counter::BusyRetry), 0, "{http}");
+    assert_eq!(http.count(Counter::Rescued), 0, "{http}");
 
     let text = lab.http.get("/status").await;
     assert!(
-        text.body.contains(
-            "nginx_generation_retry_rescued_total{upstream=\"be2\",protocol=\"stream\"} 1\n"
-        ),
+        text.body.contains(&format!(
+            "{}{{upstream=\"be2\",protocol=\"stream\"}} 1\n",
+            Counter::Rescued.metric()
+        )),
         "{}",
         text.body
     );
     assert!(
-        text.body.contains(
-            "nginx_generation_retry_rescued_total{upstream=\"be0\",protocol=\"http\"} 0\n"
-        ),
+        text.body.contains(&format!(
+            "{}{{upstream=\"be0\",protocol=\"http\"}} 0\n",
+            Counter::Rescued.metric()
+        )),
         "{}",
         text.body
     );
@@ -131,18 +131,20 @@ async fn module_off_fails_like_stock_and_counts_the_cause() {
     assert!(race.reply.bytes.is_empty(), "{:?}", race.reply);
     assert_eq!(race.entry.status, 502, "{race:?}");
     assert!(
-        race.errors
-            .iter()
-            .any(|l| l.contains("generation_retry: stream upstream \"be0\": cause=generation")),
+        race.errors.iter().any(|l| l.contains(&log::no_live_marker(
+            Protocol::Stream,
+            "be0",
+            NoLiveCause::Generation
+        ))),
         "{:?}",
         race.errors
     );
     let s = lab.status("stream", "be0").await;
     assert_eq!(s["mode"], "off", "{s}");
-    assert_eq!(s["busy"]["retry"], 1, "{s}");
-    assert_eq!(s["failed"], 1, "{s}");
-    assert_eq!(s["no_live"]["generation"], 1, "{s}");
-    assert_eq!(s["rescued"], 0, "{s}");
+    assert_eq!(s.count(Counter::BusyRetry), 1, "{s}");
+    assert_eq!(s.count(Counter::Failed), 1, "{s}");
+    assert_eq!(s.count(Counter::NoLiveGeneration), 1, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 0, "{s}");
     lab.finish();
 }
 
@@ -154,7 +156,7 @@ async fn rescued_with_balancer(balancer: &str) {
     let mut lab = StreamLab::start(spec).await;
     let race = lab.race().await;
     assert_rescued(&lab, &race);
-    assert_eq!(lab.status("stream", "be0").await["rescued"], 1);
+    assert_eq!(lab.status("stream", "be0").await.count(Counter::Rescued), 1);
     lab.finish();
 }
 
@@ -193,8 +195,8 @@ async fn module_in_patched_nginx_counts_nothing_for_stream() {
     let race = lab.race().await;
     assert_rescued(&lab, &race);
     let s = lab.status("stream", "be0").await;
-    assert_eq!(s["busy"]["retry"], 0, "{s}");
-    assert_eq!(s["rescued"], 0, "{s}");
+    assert_eq!(s.count(Counter::BusyRetry), 0, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 0, "{s}");
     assert!(
         race.errors
             .iter()

@@ -14,12 +14,16 @@ pub const MARKER: &str = "generation_retry: ";
 /// inner get, re-snapshot and free lines start with [`MARKER`].
 pub const TRACE_GET: &str = "generation_retry: get peer, selection ";
 
+/// After the upstream's name in a rescue line.
+const CHANGED: &str = " peer list changed (generation ";
+
 /// The start of a rescue line (`[warn]`):
 /// `generation_retry: upstream "be" peer list changed`.
 pub fn rescued_marker(protocol: Protocol, upstream: &str) -> String {
     format!(
-        "{MARKER}{}upstream \"{upstream}\" peer list changed",
-        protocol.log_prefix()
+        "{MARKER}{}upstream \"{upstream}\"{}",
+        protocol.log_prefix(),
+        CHANGED.trim_end_matches(" (generation ")
     )
 }
 
@@ -27,9 +31,15 @@ pub fn rescued_marker(protocol: Protocol, upstream: &str) -> String {
 /// 127.0.0.2:8080 on a fresh snapshot`.
 pub fn rescued(protocol: Protocol, upstream: &str, from: usize, to: usize, peer: &str) -> String {
     format!(
-        "{} (generation {from} -> {to}), selected {peer} on a fresh snapshot",
-        rescued_marker(protocol, upstream)
+        "{MARKER}{}upstream \"{upstream}\"{CHANGED}{from} -> {to}), \
+         selected {peer} on a fresh snapshot",
+        protocol.log_prefix()
     )
+}
+
+/// Whether an error-log line is a rescue line, of any upstream.
+pub fn is_rescue_line(line: &str) -> bool {
+    line.contains("[warn]") && line.contains(MARKER) && line.contains(CHANGED)
 }
 
 /// The start of a `no live upstreams` line (`[error]`) of a given cause:
@@ -101,6 +111,9 @@ mod tests {
              selected 127.0.0.2:9000 on a fresh snapshot"
         );
         assert!(rescued.starts_with(&rescued_marker(Protocol::Stream, "be0")));
+        let logged = format!("2026/12/01 07:00:00 [warn] 1#1: *3 {rescued} while connecting");
+        assert!(is_rescue_line(&logged));
+        assert!(!is_rescue_line(&logged.replace("[warn]", "[error]")));
         for cause in NoLiveCause::ALL {
             for why in [
                 Failure::NotGeneration,
