@@ -24,7 +24,8 @@
 /// A debug-level line under protocol `P`'s debug mask, as keepalive logs
 /// each callback: shown with `error_log ... debug` on an nginx built
 /// `--with-debug`, compiled out otherwise (`ngx::log::DEBUG` is false).
-/// The arguments are evaluated only when the line is written.
+/// The format arguments are evaluated only when the line is written (`$log`,
+/// a pointer, always).
 macro_rules! trace {
     ($p:ty, $log:expr, $($arg:tt)+) => {
         ::ngx::ngx_log_debug!(

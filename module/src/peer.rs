@@ -144,9 +144,14 @@ unsafe extern "C" fn get_peer<P: Proto>(
     // SAFETY: set at init from the arguments of peer.init; the upstream
     // block lives as long as the cycle, longer than the request.
     let uscf = unsafe { &*pd.upstream };
-    // The wrapper is installed only with a setting, so both are there.
+    // The wrapper is installed only with a setting, so both are there; if
+    // not, the inner balancer alone answers, as before the wrapper.
     let Some((conf, setting)) = SrvConf::<P>::of(uscf).and_then(|c| Some((c, c.active?))) else {
-        return Status::NGX_ERROR.into();
+        return match pd.inner.get {
+            // SAFETY: the inner get with its own data.
+            Some(get) => unsafe { get(pc, pd.inner.data) },
+            None => Status::NGX_ERROR.into(),
+        };
     };
     let mut live = Live::<P> {
         pc,
@@ -187,14 +192,28 @@ unsafe extern "C" fn get_peer<P: Proto>(
             to,
             selection,
         } => {
-            let name = upstream_name::<P>(uscf);
-            let line = log::rescued(P::PROTOCOL, &name, from, to, &str_ptr_lossy(pc.name));
-            ngx_log_error!(NGX_LOG_WARN, log, "{line}");
+            // Formatted only when the level is logged.
+            ngx_log_error!(
+                NGX_LOG_WARN,
+                log,
+                "{}",
+                log::rescued(
+                    P::PROTOCOL,
+                    &upstream_name::<P>(uscf),
+                    from,
+                    to,
+                    &str_ptr_lossy(pc.name)
+                )
+            );
             code(selection)
         }
         Outcome::Failed { cause, why } => {
-            let line = log::no_live(P::PROTOCOL, &upstream_name::<P>(uscf), cause, why);
-            ngx_log_error!(NGX_LOG_ERR, log, "{line}");
+            ngx_log_error!(
+                NGX_LOG_ERR,
+                log,
+                "{}",
+                log::no_live(P::PROTOCOL, &upstream_name::<P>(uscf), cause, why)
+            );
             code(Selection::Busy)
         }
     }

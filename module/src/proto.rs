@@ -3,7 +3,6 @@
 //! `ngx_stream_upstream_*`) with the same fields where the module looks, so
 //! the peer wrapper, the directive and the counters are written once,
 //! generically, and each protocol only says where its fields are.
-
 //!
 //! This file imports nothing from the crate. The nginx module object of each
 //! protocol is defined at the top (`lib.rs`, `stream.rs`), which implements
@@ -192,8 +191,9 @@ impl Proto for Http {
     }
 
     unsafe fn on_init(r: *mut ngx_http_request_t, state: *mut c_void) {
-        // SAFETY: per the contract, a live request (whose ctx array nginx
-        // allocated when it created the request).
+        // SAFETY: per the contract, a live request; its ctx array, which
+        // ngx's set_module_ctx indexes without a NULL check, is allocated
+        // with the request (ngx_http_alloc_request).
         let r = unsafe { Request::from_ngx_http_request(r) };
         r.set_module_ctx(state, Self::module());
     }

@@ -87,8 +87,9 @@ pub(crate) unsafe fn postconfiguration<P: Proto>(cf: &mut ngx_conf_t) -> ngx_int
 ///
 /// # Safety
 /// `conf` is the MainConf<P> registered for this cycle; called in the
-/// master from the zone's init, while nothing else uses the upstreams.
-unsafe fn assign_slots<P: Proto>(conf: *mut c_void, shared: &mut Shared, log: *mut ngx_log_t) {
+/// master from the zone's init, while nothing else uses the upstreams;
+/// `shared` as for [`shm::slot_for`].
+unsafe fn assign_slots<P: Proto>(conf: *mut c_void, shared: *mut Shared, log: *mut ngx_log_t) {
     // SAFETY: per the contract.
     let Some(mcf) = (unsafe { (conf as *const MainConf<P>).as_ref() }) else {
         return;
@@ -100,7 +101,8 @@ unsafe fn assign_slots<P: Proto>(conf: *mut c_void, shared: &mut Shared, log: *m
         let host = *P::host(us);
         if let Some(conf) = SrvConf::<P>::of_mut(us) {
             if conf.active.is_some() {
-                conf.slot = shared.slot_for(P::PROTOCOL, host.as_bytes(), log);
+                // SAFETY: per the contract.
+                conf.slot = unsafe { shm::slot_for(shared, P::PROTOCOL, host.as_bytes(), log) };
             }
         }
     }

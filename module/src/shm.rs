@@ -60,37 +60,51 @@ pub(crate) struct Shared {
     slots: [Slot; SLOTS],
 }
 
-impl Shared {
-    /// The slot for upstream `name` of `protocol`, taking a free one if it
-    /// has none yet. NULL when the zone is full (logged once per upstream
-    /// and cycle). Called only in the master while it configures a cycle.
-    pub(crate) fn slot_for(
-        &mut self,
-        protocol: Protocol,
-        name: &[u8],
-        log: *mut ngx_log_t,
-    ) -> *const Slot {
-        let key = &name[..name.len().min(NAME_MAX)];
-        let tag = 1 + protocol as usize;
-        let used = self.used.min(SLOTS);
-        if let Some(slot) = self.slots[..used].iter().find(|s| s.is(tag, key)) {
+/// The slot for upstream `name` of `protocol`, taking a free one if it has
+/// none yet. NULL when the zone is full (logged once per upstream and
+/// cycle).
+///
+/// # Safety
+/// `shared` comes from [`init_shared`]; called only in the master while it
+/// configures a cycle, so nothing else assigns slots. Workers of the old
+/// cycle may be incrementing the counters meanwhile: only shared references
+/// to taken slots are formed, and a free slot, which no worker uses, is
+/// written through the raw pointer.
+pub(crate) unsafe fn slot_for(
+    shared: *mut Shared,
+    protocol: Protocol,
+    name: &[u8],
+    log: *mut ngx_log_t,
+) -> *const Slot {
+    let key = &name[..name.len().min(NAME_MAX)];
+    let tag = 1 + protocol as usize;
+    // SAFETY: per the contract; `used` is written by the master alone.
+    let used = unsafe { (*shared).used }.min(SLOTS);
+    for i in 0..used {
+        // SAFETY: a taken slot; workers only touch its atomics.
+        let slot = unsafe { &*ptr::addr_of!((*shared).slots[i]) };
+        if slot.is(tag, key) {
             return slot;
         }
-        if used == SLOTS {
-            let name = String::from_utf8_lossy(name);
-            ngx_log_error!(
-                NGX_LOG_WARN,
-                log,
-                "{}",
-                log::zone_full(SLOTS, protocol, &name)
-            );
-            return ptr::null();
-        }
-        let slot = &mut self.slots[used];
-        slot.name[..key.len()].copy_from_slice(key);
-        slot.name_len = key.len();
-        slot.protocol = tag;
-        self.used = used + 1;
+    }
+    if used == SLOTS {
+        let name = String::from_utf8_lossy(name);
+        ngx_log_error!(
+            NGX_LOG_WARN,
+            log,
+            "{}",
+            log::zone_full(SLOTS, protocol, &name)
+        );
+        return ptr::null();
+    }
+    // SAFETY: per the contract: slot `used` is free, no worker refers to it.
+    unsafe {
+        let slot = ptr::addr_of_mut!((*shared).slots[used]);
+        let slot_name = &mut *ptr::addr_of_mut!((*slot).name);
+        slot_name[..key.len()].copy_from_slice(key);
+        (*slot).name_len = key.len();
+        (*slot).protocol = tag;
+        (*shared).used = used + 1;
         slot
     }
 }
@@ -108,7 +122,7 @@ pub(crate) struct Registration {
     pub(crate) conf: *mut c_void,
     /// Finds (or takes) each wrapped upstream's slot; run in the zone's
     /// init, in the master.
-    pub(crate) assign: unsafe fn(conf: *mut c_void, shared: &mut Shared, log: *mut ngx_log_t),
+    pub(crate) assign: unsafe fn(conf: *mut c_void, shared: *mut Shared, log: *mut ngx_log_t),
     /// Appends each wrapped upstream's counters and gauges.
     pub(crate) collect: unsafe fn(conf: *mut c_void, out: &mut Vec<UpstreamStats>),
 }
@@ -199,7 +213,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> n
     for r in ctx.registered() {
         // SAFETY: single-threaded master, the registration of this cycle
         // with its own configuration; `shared` from init_shared.
-        unsafe { (r.assign)(r.conf, &mut *shared, zone.shm.log) };
+        unsafe { (r.assign)(r.conf, shared, zone.shm.log) };
     }
     Status::NGX_OK.into()
 }

@@ -42,7 +42,8 @@ unsafe extern "C" fn get(
     // SAFETY: nginx passes a live request and the value to fill.
     let (req, v) = unsafe { (Request::from_ngx_http_request(r), &mut *v) };
     // Our ctx slot is NULL or the PeerData set by init_peer for this request,
-    // in its pool.
+    // in its pool; r->ctx itself is allocated with the request, so ngx's
+    // unchecked get_module_ctx is sound.
     let n = req
         .get_module_ctx::<PeerData<Http>>(Http::module())
         .map_or(0, PeerData::resnapshots);

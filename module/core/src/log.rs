@@ -5,7 +5,8 @@
 use crate::metrics::{NoLiveCause, Protocol};
 use crate::rescue::Failure;
 
-/// Every line the module logs starts with this.
+/// Every line the module logs starts with this, but the configuration
+/// warning of [`no_zone`], which names the directive as nginx's own do.
 pub const MARKER: &str = "generation_retry: ";
 
 /// The debug-level line of each selection, before its number (debug lines
@@ -101,9 +102,67 @@ pub fn zone_full(slots: usize, protocol: Protocol, upstream: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::directive::DIRECTIVE;
+
+    /// Every line, with the examples of docs/metrics.md ("Error-log lines"),
+    /// as the module wrote it before these functions existed: the text is a
+    /// contract with operators' greps, pinned here and in the docs.
+    fn every_line() -> Vec<String> {
+        let be = |cause, why| no_live(Protocol::Http, "be", cause, why);
+        vec![
+            rescued(Protocol::Http, "be", 5, 6, "127.0.0.3:8080"),
+            be(
+                NoLiveCause::Generation,
+                Failure::Observed { from: 5, to: 6 },
+            ),
+            be(NoLiveCause::Generation, Failure::StillMoving { max: 2 }),
+            be(NoLiveCause::Generation, Failure::ReinitFailed),
+            be(
+                NoLiveCause::Unavailable,
+                Failure::FreshListRefused { at: 6 },
+            ),
+            be(NoLiveCause::Unavailable, Failure::NotGeneration),
+            be(NoLiveCause::Empty, Failure::NotGeneration),
+            no_zone(DIRECTIVE, Protocol::Http, "NAME", "FILE", 0).replace(":0", ":LINE"),
+            zone_full(512, Protocol::Http, "NAME"),
+        ]
+    }
 
     #[test]
-    fn lines_start_with_their_markers() {
+    fn the_lines_are_pinned() {
+        assert_eq!(
+            every_line(),
+            [
+                "generation_retry: upstream \"be\" peer list changed (generation 5 -> 6), \
+                 selected 127.0.0.3:8080 on a fresh snapshot",
+                "generation_retry: upstream \"be\": cause=generation, generation 5 -> 6, observe only",
+                "generation_retry: upstream \"be\": cause=generation, \
+                 generation still moving after 2 re-snapshots (max=2)",
+                "generation_retry: upstream \"be\": cause=generation, re-snapshot failed",
+                "generation_retry: upstream \"be\": cause=unavailable, after re-snapshot at generation 6",
+                "generation_retry: upstream \"be\": cause=unavailable",
+                "generation_retry: upstream \"be\": cause=empty",
+                "\"generation_retry_resnapshot\" has no effect in upstream \"NAME\" without \"zone\": \
+                 there is no peer-list generation to follow in FILE:LINE",
+                "generation_retry: counters zone is full (512 upstreams); \
+                 http upstream \"NAME\" is not counted until restart",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_docs_show_every_line_as_written() {
+        let docs = include_str!("../../../docs/metrics.md");
+        for line in every_line() {
+            assert!(
+                docs.contains(&format!("`{line}`")),
+                "docs/metrics.md lacks `{line}`"
+            );
+        }
+    }
+
+    #[test]
+    fn markers_start_their_lines() {
         let rescued = rescued(Protocol::Stream, "be0", 3, 4, "127.0.0.2:9000");
         assert_eq!(
             rescued,
@@ -128,24 +187,5 @@ mod tests {
                 assert!(line.starts_with(MARKER));
             }
         }
-        assert_eq!(
-            no_live(
-                Protocol::Http,
-                "be",
-                NoLiveCause::Generation,
-                Failure::StillMoving { max: 2 }
-            ),
-            "generation_retry: upstream \"be\": cause=generation, \
-             generation still moving after 2 re-snapshots (max=2)"
-        );
-        assert_eq!(
-            no_live(
-                Protocol::Http,
-                "be",
-                NoLiveCause::Empty,
-                Failure::NotGeneration
-            ),
-            "generation_retry: upstream \"be\": cause=empty"
-        );
     }
 }

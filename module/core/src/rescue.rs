@@ -12,11 +12,12 @@
 //!
 //! [`Snapshot::select`] runs that rule over a [`Balancer`], the few things it
 //! needs from nginx, and returns a [`Decision`]: what to answer nginx, what
-//! to log and what to count. `module/src/peer.rs` implements [`Balancer`]
-//! over the real peer connection; the tests below implement it with a fake.
+//! to log and what to count. `module/src/peer/live.rs` implements
+//! [`Balancer`] over the real peer connection; the tests implement it with
+//! a fake.
 
 use crate::directive::Resnapshot;
-use crate::metrics::{Counter, Counters, NoLiveCause, COUNTERS};
+use crate::metrics::{Counter, NoLiveCause, COUNTERS};
 
 /// What a balancer's `get` returned, as the rule sees it. The codes are
 /// nginx's, carried through untouched.
@@ -86,17 +87,14 @@ impl Tally {
         self.0[c as usize] += 1;
     }
 
-    /// The non-zero increments.
+    /// The non-zero increments, in `Counter` order: busy before rescued
+    /// and failed, so a scrape between two increments never shows more
+    /// rescued and failed than busy (docs/metrics.md relies on it).
     pub fn iter(&self) -> impl Iterator<Item = (Counter, u32)> + '_ {
         Counter::ALL
             .iter()
             .map(|&c| (c, self.0[c as usize]))
             .filter(|&(_, n)| n > 0)
-    }
-
-    /// As counter values (for adding up in tests).
-    pub fn counters(&self) -> Counters {
-        core::array::from_fn(|i| u64::from(self.0[i]))
     }
 }
 

@@ -19,8 +19,9 @@ pub(super) struct Inner {
     pub(super) data: *mut c_void,
     pub(super) get: ngx_event_get_peer_pt,
     free: ngx_event_free_peer_pt,
-    /// Stream round-robin's "connected" hook (clears the peer's fails);
-    /// http balancers leave it NULL.
+    /// Stream round-robin's "connected" hook (clears the peer's fails), and
+    /// from nginx 1.29.6 http `sticky ... learn` after the header; NULL for
+    /// the other balancers.
     notify: ngx_event_notify_peer_pt,
     set_session: ngx_event_set_peer_session_pt,
     save_session: ngx_event_save_peer_session_pt,
@@ -67,6 +68,7 @@ unsafe extern "C" fn free_peer(
     let inner = unsafe { inner(data) };
     // SAFETY: the live peer connection nginx passed.
     let log = unsafe { (*pc).log };
+    // Under every debug mask: this callback does not know its protocol.
     ngx_log_debug!(log, "generation_retry: free peer, state {state}");
     if let Some(free) = inner.free {
         // SAFETY: the inner free with its own data.

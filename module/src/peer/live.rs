@@ -55,9 +55,10 @@ impl<P: Proto> Balancer for Live<'_, P> {
     }
 
     /// Re-runs the original `peer.init` into fresh state. On failure the
-    /// previous inner state is kept. Either way the peer connection's
-    /// callbacks are the inner init's until the wrapper re-installs itself
-    /// when the selection ends (`get_peer`); nothing reads them before.
+    /// previous inner state is kept. Once the init ran, the peer
+    /// connection's callbacks are the inner init's until the wrapper
+    /// re-installs itself when the selection ends (`get_peer`): between the
+    /// two only the inner `get` runs, and no balancer's `get` reads them.
     fn reinit(&mut self) -> bool {
         let Some(original) = self.original else {
             return false;
