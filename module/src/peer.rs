@@ -46,6 +46,9 @@ pub(crate) struct PeerData<P: Proto> {
     inner: Inner,
     request: *mut P::Request,
     upstream: *mut P::Upstream,
+    /// The upstream's configuration, in the cycle's pool (which the request
+    /// keeps alive, as it keeps the upstream block).
+    conf: *const SrvConf<P>,
     state: Snapshot,
 }
 
@@ -80,7 +83,10 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     // SAFETY: nginx calls peer.init with the request and its upstream block;
     // the upstream block is not written by the inner init.
     let uscf = unsafe { &*us };
-    let Some(original) = SrvConf::<P>::of(uscf).and_then(|c| c.original_init) else {
+    let Some(conf) = SrvConf::<P>::of(uscf) else {
+        return Status::NGX_ERROR.into();
+    };
+    let Some(original) = conf.original_init else {
         return Status::NGX_ERROR.into();
     };
 
@@ -114,6 +120,7 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
             inner,
             request: r,
             upstream: us,
+            conf,
             state: Snapshot::new(snapshot),
         })
     };
@@ -142,11 +149,12 @@ unsafe extern "C" fn get_peer<P: Proto>(
     // the PeerData is ours, in the request pool.
     let pd = unsafe { &mut *pd_ptr };
     // SAFETY: set at init from the arguments of peer.init; the upstream
-    // block lives as long as the cycle, longer than the request.
-    let uscf = unsafe { &*pd.upstream };
-    // The wrapper is installed only with a setting, so both are there; if
-    // not, the inner balancer alone answers, as before the wrapper.
-    let Some((conf, setting)) = SrvConf::<P>::of(uscf).and_then(|c| Some((c, c.active?))) else {
+    // block and its configuration live as long as the cycle, longer than
+    // the request.
+    let (uscf, conf) = unsafe { (&*pd.upstream, &*pd.conf) };
+    // The wrapper is installed only with a setting; if not, the inner
+    // balancer alone answers, as before the wrapper.
+    let Some(setting) = conf.active else {
         return match pd.inner.get {
             // SAFETY: the inner get with its own data.
             Some(get) => unsafe { get(pc, pd.inner.data) },
@@ -163,6 +171,20 @@ unsafe extern "C" fn get_peer<P: Proto>(
     };
     let decision = pd.state.select(&mut live, setting);
     let log = live.log();
+    trace!(
+        P,
+        log,
+        "{}{}: {:?}",
+        log::TRACE_GET,
+        pd.state.selections,
+        decision.outcome
+    );
+    if decision.tally.is_empty() {
+        // Not refused: the common case, nothing to count or re-install.
+        if let Outcome::Pass(selection) = decision.outcome {
+            return code(selection);
+        }
+    }
 
     // SAFETY: the request's live peer connection; no other reference to it
     // is alive now that the rule has returned.
@@ -172,14 +194,6 @@ unsafe extern "C" fn get_peer<P: Proto>(
         // callbacks: the wrapper goes back on top, over the state kept.
         install(pc, pd_ptr, &pd.inner);
     }
-    trace!(
-        P,
-        log,
-        "{}{}: {:?}",
-        log::TRACE_GET,
-        pd.state.selections,
-        decision.outcome
-    );
     if let Some(slot) = conf.slot() {
         for (counter, n) in decision.tally.iter() {
             slot.add(counter, n);

@@ -87,6 +87,12 @@ impl Tally {
         self.0[c as usize] += 1;
     }
 
+    /// Nothing to count: the selection was not refused.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0; COUNTERS]
+    }
+
     /// The non-zero increments, in `Counter` order: busy before rescued
     /// and failed, so a scrape between two increments never shows more
     /// rescued and failed than busy (docs/metrics.md relies on it).
@@ -138,19 +144,27 @@ impl Snapshot {
         }
     }
 
-    /// One selection nginx asked for, under `setting`.
+    /// One selection nginx asked for, under `setting`. Inlined: a selection
+    /// that is not refused costs a counter and a comparison; the refused
+    /// path is out of line.
+    #[inline]
     pub fn select<B: Balancer>(&mut self, b: &mut B, setting: Resnapshot) -> Decision {
         let first = self.selections == 0;
         self.selections += 1;
-        let mut tally = Tally::default();
-
-        let selection = b.select();
-        if selection != Selection::Busy {
-            return Decision {
+        match b.select() {
+            Selection::Busy => self.refused(b, setting, first),
+            selection => Decision {
                 outcome: Outcome::Pass(selection),
-                tally,
-            };
+                tally: Tally::default(),
+            },
         }
+    }
+
+    /// The balancer refused the selection (`NGX_BUSY`).
+    #[cold]
+    #[inline(never)]
+    fn refused<B: Balancer>(&mut self, b: &mut B, setting: Resnapshot, first: bool) -> Decision {
+        let mut tally = Tally::default();
         let now = b.generation();
         if now == self.generation {
             let (primary, backup) = b.peer_counts();
