@@ -26,7 +26,7 @@ mod live;
 use core::ffi::c_void;
 
 use generation_retry_core::log;
-use generation_retry_core::rescue::{Outcome, Selection, Snapshot};
+use generation_retry_core::rescue::{Decision, Outcome, Snapshot};
 use ngx::core::{Pool, Status};
 use ngx::ffi::{ngx_int_t, ngx_peer_connection_t, NGX_BUSY, NGX_LOG_ERR, NGX_LOG_WARN};
 use ngx::ngx_log_error;
@@ -37,6 +37,9 @@ use crate::conf::SrvConf;
 use crate::ffi_ext::str_ptr_lossy;
 use crate::proto::{generation, upstream_name, Proto};
 
+/// What nginx gets for a selection the rule refused.
+const BUSY: ngx_int_t = NGX_BUSY as ngx_int_t;
+
 /// Per-request (per-session) state, in its pool. Plain pointers and
 /// counters, nothing to drop, so it is placed with a bare pool allocation,
 /// without a pool cleanup handler. `inner` comes first: the pass-through
@@ -46,8 +49,8 @@ pub(crate) struct PeerData<P: Proto> {
     inner: Inner,
     request: *mut P::Request,
     upstream: *mut P::Upstream,
-    /// The upstream's configuration, in the cycle's pool (which the request
-    /// keeps alive, as it keeps the upstream block).
+    /// The upstream's configuration, in the cycle's pool (kept alive by the
+    /// request, as the upstream block is).
     conf: *const SrvConf<P>,
     state: Snapshot,
 }
@@ -68,7 +71,7 @@ impl<P: Proto> PeerData<P> {
 }
 
 /// Points the peer connection's callbacks at the wrapper over `inner`, the
-/// state `pd` holds. `pd` is only stored, never read here.
+/// state `pd` (only stored here) holds.
 fn install<P: Proto>(pc: &mut ngx_peer_connection_t, pd: *mut PeerData<P>, inner: &Inner) {
     pc.data = pd.cast();
     pc.get = Some(get_peer::<P>);
@@ -83,10 +86,8 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     // SAFETY: nginx calls peer.init with the request and its upstream block;
     // the upstream block is not written by the inner init.
     let uscf = unsafe { &*us };
-    let Some(conf) = SrvConf::<P>::of(uscf) else {
-        return Status::NGX_ERROR.into();
-    };
-    let Some(original) = conf.original_init else {
+    let Some((conf, original)) = SrvConf::<P>::of(uscf).and_then(|c| Some((c, c.original_init?)))
+    else {
         return Status::NGX_ERROR.into();
     };
 
@@ -138,8 +139,8 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     Status::NGX_OK.into()
 }
 
-/// Every selection: the rescue rule over the live balancer, then what it
-/// decided is counted, logged and answered.
+/// Every selection: the rescue rule over the live balancer; a refusal is
+/// settled out of line.
 unsafe extern "C" fn get_peer<P: Proto>(
     pc: *mut ngx_peer_connection_t,
     data: *mut c_void,
@@ -152,15 +153,14 @@ unsafe extern "C" fn get_peer<P: Proto>(
     // block and its configuration live as long as the cycle, longer than
     // the request.
     let (uscf, conf) = unsafe { (&*pd.upstream, &*pd.conf) };
-    // The wrapper is installed only with a setting; if not, the inner
-    // balancer alone answers, as before the wrapper.
-    let Some(setting) = conf.active else {
-        return match pd.inner.get {
-            // SAFETY: the inner get with its own data.
-            Some(get) => unsafe { get(pc, pd.inner.data) },
-            None => Status::NGX_ERROR.into(),
-        };
+    // Installed only with a setting; without, the inner balancer answers.
+    let (Some(setting), Some(get)) = (conf.active, pd.inner.get) else {
+        // SAFETY: the inner get, if any, with its own data.
+        return pd.inner.get.map_or(Status::NGX_ERROR.into(), |g| unsafe {
+            g(pc, pd.inner.data)
+        });
     };
+    let _ = get;
     let mut live = Live::<P> {
         pc,
         inner: &mut pd.inner,
@@ -170,10 +170,9 @@ unsafe extern "C" fn get_peer<P: Proto>(
         original: conf.original_init,
     };
     let decision = pd.state.select(&mut live, setting);
-    let log = live.log();
     trace!(
         P,
-        log,
+        live.log(),
         "{}{}: {:?}",
         log::TRACE_GET,
         pd.state.selections,
@@ -182,25 +181,40 @@ unsafe extern "C" fn get_peer<P: Proto>(
     if decision.tally.is_empty() {
         // Not refused: the common case, nothing to count or re-install.
         if let Outcome::Pass(selection) = decision.outcome {
-            return code(selection);
+            return selection.code(BUSY);
         }
     }
+    settle::<P>(pc, pd_ptr, decision)
+}
 
-    // SAFETY: the request's live peer connection; no other reference to it
-    // is alive now that the rule has returned.
-    let pc = unsafe { &mut *pc };
-    if pc.data != data {
+/// A refused selection, out of the fast path: the wrapper back on top if a
+/// re-snapshot ran, the tally counted, the outcome logged and answered.
+#[cold]
+#[inline(never)]
+fn settle<P: Proto>(
+    pc: *mut ngx_peer_connection_t,
+    pd: *mut PeerData<P>,
+    decision: Decision,
+) -> ngx_int_t {
+    // SAFETY: the request's live peer connection and our PeerData, as
+    // get_peer had them; no other reference to either is alive now that the
+    // rule has returned.
+    let (pc, data) = unsafe { (&mut *pc, &*pd) };
+    // SAFETY: as in get_peer.
+    let (uscf, conf) = unsafe { (&*data.upstream, &*data.conf) };
+    if pc.data != pd.cast() {
         // A re-snapshot ran the inner init, which installed its own
         // callbacks: the wrapper goes back on top, over the state kept.
-        install(pc, pd_ptr, &pd.inner);
+        install(pc, pd, &data.inner);
     }
     if let Some(slot) = conf.slot() {
         for (counter, n) in decision.tally.iter() {
             slot.add(counter, n);
         }
     }
+    let log = pc.log;
     match decision.outcome {
-        Outcome::Pass(selection) => code(selection),
+        Outcome::Pass(selection) => selection.code(BUSY),
         Outcome::Rescued {
             from,
             to,
@@ -219,7 +233,7 @@ unsafe extern "C" fn get_peer<P: Proto>(
                     &str_ptr_lossy(pc.name)
                 )
             );
-            code(selection)
+            selection.code(BUSY)
         }
         Outcome::Failed { cause, why } => {
             ngx_log_error!(
@@ -228,15 +242,7 @@ unsafe extern "C" fn get_peer<P: Proto>(
                 "{}",
                 log::no_live(P::PROTOCOL, &upstream_name::<P>(uscf), cause, why)
             );
-            code(Selection::Busy)
+            BUSY
         }
-    }
-}
-
-/// What nginx gets for a selection.
-fn code(selection: Selection) -> ngx_int_t {
-    match selection {
-        Selection::Peer(rc) | Selection::Error(rc) => rc,
-        Selection::Busy => NGX_BUSY as ngx_int_t,
     }
 }

@@ -31,6 +31,17 @@ pub enum Selection {
     Error(isize),
 }
 
+impl Selection {
+    /// The code nginx gets: the balancer's own, or `busy` (`NGX_BUSY`).
+    #[inline]
+    pub fn code(self, busy: isize) -> isize {
+        match self {
+            Selection::Peer(rc) | Selection::Error(rc) => rc,
+            Selection::Busy => busy,
+        }
+    }
+}
+
 /// What the rule needs from the request's balancer.
 pub trait Balancer {
     /// The peer list's generation now.
