@@ -163,6 +163,9 @@ async fn module_status(arm: Arm, client: &Client, protocol: &str) -> Option<Valu
 struct Outcome {
     /// The answer asked for: a 200, or every byte echoed.
     ok: bool,
+    /// A request nginx may retry: a GET, or a stream session (a POST whose
+    /// body was sent is not retried, so a fault can fail it in any arm).
+    retryable: bool,
     latency: Duration,
 }
 
@@ -231,6 +234,8 @@ fn summarise(arm: Arm, o: Observed) -> ArmResult {
     ArmResult {
         arm: arm.name().into(),
         requests: o.outcomes.len(),
+        logged: o.entries.len(),
+        retryable_failed: o.outcomes.iter().filter(|s| s.retryable && !s.ok).count(),
         status_502: o.status_502,
         two_hop_502: t.two_hop_502,
         one_hop_502: t.one_hop_502,

@@ -193,9 +193,12 @@ async fn binary_upgrade_keeps_serving() {
         "{failed:?}"
     );
     let log = lab.nginx.error_log();
+    // The load's refusals only: start-up probes before the first DNS
+    // answer excuse nothing.
     let causes: Vec<&str> = log
         .lines()
         .filter(|l| l.contains(&log::no_live_prefix(Protocol::Http, "be")))
+        .filter(|l| l.contains(" /steady/"))
         .collect();
     assert!(
         causes.iter().all(|l| l.contains(&log::no_live_marker(
@@ -210,6 +213,15 @@ async fn binary_upgrade_keeps_serving() {
         "{} failed, {} empty-list refusals",
         failed.len(),
         causes.len()
+    );
+    // The window is the new worker's first DNS answer, milliseconds on
+    // loopback: 1 request of 600 in the README. A cap of 2% fails a run
+    // where the upgrade itself dropped the load.
+    assert!(
+        failed.len() * 50 <= sent.len(),
+        "{} of {} requests failed across the upgrade",
+        failed.len(),
+        sent.len()
     );
 
     lab.reload_clients();

@@ -86,6 +86,7 @@ pub(super) async fn run(
                 .iter()
                 .map(|s| Outcome {
                     ok: s.response.status() == 200,
+                    retryable: !s.post,
                     latency: s.response.latency,
                 })
                 .collect(),

@@ -11,6 +11,12 @@ use serde_json::{json, Value};
 pub struct ArmResult {
     pub arm: String,
     pub requests: usize,
+    /// Requests (sessions) of the load found in nginx's log: fewer than
+    /// `requests` means the tallies below miss some.
+    pub logged: usize,
+    /// GETs (and stream sessions) whose answer was not the one asked for,
+    /// whatever the reason.
+    pub retryable_failed: usize,
     pub status_502: usize,
     pub two_hop_502: usize,
     pub one_hop_502: usize,
@@ -45,6 +51,8 @@ impl ArmResult {
         json!({
             "arm": self.arm,
             "requests": self.requests,
+            "logged": self.logged,
+            "retryable_failed": self.retryable_failed,
             "status_502": self.status_502,
             "two_hop_502": self.two_hop_502,
             "one_hop_502": self.one_hop_502,

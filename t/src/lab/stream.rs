@@ -55,6 +55,7 @@ pub(super) async fn run(
             .is_ok_and(|r| r.split().is_some_and(|(_, echoed)| echoed == &payload[..]));
         Outcome {
             ok,
+            retryable: true,
             latency: t0.elapsed(),
         }
     })
