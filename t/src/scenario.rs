@@ -298,8 +298,30 @@ impl Lab {
         i: usize,
         before_release: impl FnOnce(&Backend),
     ) -> Race {
+        self.race(i, false, before_release).await
+    }
+
+    /// [`Lab::race_once`], but the re-resolve answers NXDOMAIN: the list is
+    /// emptied (its generation moves) while the first attempt is held, so
+    /// the retry's fresh snapshot has no peer. Needs the module's status
+    /// endpoint, which says when nginx applied the empty list. `Race::new`
+    /// is `0.0.0.0`.
+    pub async fn race_to_nxdomain(&mut self, i: usize) -> Race {
+        self.race(i, true, |_| {}).await
+    }
+
+    async fn race(
+        &mut self,
+        i: usize,
+        nxdomain: bool,
+        before_release: impl FnOnce(&Backend),
+    ) -> Race {
         let old = self.current;
-        let new = if old == ADDR_A { ADDR_B } else { ADDR_A };
+        let new = match (nxdomain, old == ADDR_A) {
+            (true, _) => Ipv4Addr::UNSPECIFIED,
+            (false, true) => ADDR_B,
+            (false, false) => ADDR_A,
+        };
 
         let hold = if self.keepalive {
             // A cached connection to `old`: its next request is a reused one.
@@ -325,18 +347,22 @@ impl Lab {
         let first_hop = held.addr;
 
         let since = Instant::now();
-        self.dns.set_a(NAME, new);
+        let answer = if nxdomain {
+            Answer::NxDomain
+        } else {
+            Answer::A(vec![new])
+        };
+        self.dns.set(NAME, answer.clone());
         self.dns
-            .wait_answered(
-                NAME,
-                &Answer::A(vec![new]),
-                since,
-                patience(Duration::from_secs(10)),
-            )
+            .wait_answered(NAME, &answer, since, patience(Duration::from_secs(10)))
             .await
             .unwrap_or_else(|e| panic!("race {i}: {e}"));
-        self.wait_proxying_to(new, &format!("/probe/{i}")).await;
-        self.current = new;
+        if nxdomain {
+            self.wait_peers(0).await;
+        } else {
+            self.wait_proxying_to(new, &format!("/probe/{i}")).await;
+            self.current = new;
+        }
 
         before_release(&self.backend);
         let released = Instant::now();

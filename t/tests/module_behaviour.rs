@@ -107,6 +107,31 @@ async fn empty_list_is_counted_as_empty_and_left_alone() {
     lab.finish();
 }
 
+/// `on`, and the re-resolve empties the list during the race: the retry is
+/// generation-busy, the fresh snapshot has no peer, so the request fails as
+/// stock's would, counted as busy, re-snapshotted, failed, and by cause
+/// empty (docs/metrics.md, the `after re-snapshot` line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_resnapshot_onto_an_empty_list_fails_as_empty() {
+    let mut lab = Lab::start_spec(Spec::single_peer(Flavor::with_module(), "", ON)).await;
+    let before = lab.status("be").await.count(Counter::NoLiveEmpty);
+    let race = lab.race_to_nxdomain(0).await;
+    assert_eq!(race.response.status(), 502, "{race:?}");
+    assert_eq!(race.entry.resnapshots, Some(1), "{race:?}");
+    let s = lab.status("be").await;
+    assert_eq!(s.count(Counter::BusyRetry), 1, "{s}");
+    assert_eq!(s.count(Counter::Resnapshots), 1, "{s}");
+    assert_eq!(s.count(Counter::Failed), 1, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 0, "{s}");
+    assert_eq!(s.count(Counter::NoLiveEmpty), before + 1, "{s}");
+    assert_eq!(s.count(Counter::NoLiveGeneration), 0, "{s}");
+    let line = log::no_live_marker(Protocol::Http, "be", NoLiveCause::Empty)
+        + ", after re-snapshot at generation ";
+    let log = lab.nginx.error_log();
+    assert_eq!(log.matches(&line).count(), 1, "{log}");
+    lab.finish();
+}
+
 /// Peers present but unusable (max_conns reached) count as `unavailable`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unusable_peers_are_counted_as_unavailable() {
