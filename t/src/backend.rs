@@ -239,9 +239,11 @@ impl Backend {
             .count()
     }
 
-    /// Paths answered more than once for `method` (must stay empty for POST).
-    pub fn answered_twice(&self, method: &str) -> Vec<String> {
-        self.answered_by_path(method)
+    /// Paths that reached the backend more than once for `method`, answered
+    /// or not (must stay empty for POST: a POST received, dropped and
+    /// received again ran twice even if it was answered once).
+    pub fn received_twice(&self, method: &str) -> Vec<String> {
+        self.received_by_path(method)
             .into_iter()
             .filter(|(_, c)| *c > 1)
             .map(|(p, _)| p)
@@ -250,9 +252,18 @@ impl Backend {
 
     /// How many times each path was answered for `method`.
     pub fn answered_by_path(&self, method: &str) -> HashMap<String, usize> {
+        self.by_path(method, |s| s.outcome == Outcome::Answered)
+    }
+
+    /// How many times each path reached the backend for `method`.
+    pub fn received_by_path(&self, method: &str) -> HashMap<String, usize> {
+        self.by_path(method, |_| true)
+    }
+
+    fn by_path(&self, method: &str, keep: impl Fn(&Seen) -> bool) -> HashMap<String, usize> {
         let mut n: HashMap<String, usize> = HashMap::new();
         for s in self.state.seen.lock().unwrap().iter() {
-            if s.method == method && s.outcome == Outcome::Answered {
+            if s.method == method && keep(s) {
                 *n.entry(s.path.clone()).or_default() += 1;
             }
         }

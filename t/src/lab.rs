@@ -174,7 +174,7 @@ struct Outcome {
 struct Posts {
     sent: usize,
     delivered: usize,
-    delivered_twice: usize,
+    received_twice: usize,
 }
 
 /// What an arm's run observed, whatever its protocol: the input of
@@ -257,7 +257,7 @@ fn summarise(arm: Arm, o: Observed) -> ArmResult {
         p99_ms: percentile(&latencies, 0.99),
         post_sent: o.posts.sent,
         post_delivered: o.posts.delivered,
-        post_delivered_twice: o.posts.delivered_twice,
+        post_received_twice: o.posts.received_twice,
         swap_times: o
             .swaps
             .iter()

@@ -212,7 +212,7 @@ async fn sent_non_idempotent_requests_are_not_retried() {
         assert_eq!(e.hops.len(), 1, "{method}: {}", e.upstream_addr());
         let seen = lab.backend.seen().iter().filter(|s| s.path == path).count();
         assert_eq!(seen, 1, "{method} reached the backend {seen} times");
-        assert!(lab.backend.answered_twice(method.as_str()).is_empty());
+        assert!(lab.backend.received_twice(method.as_str()).is_empty());
         current = next;
     }
     let s = lab.status("be").await;

@@ -156,7 +156,7 @@ async fn reload_every_two_seconds_under_load() {
     );
     assert_eq!(r.two_hop_502, 0, "{r:?}");
     assert_eq!(r.one_hop_502, 0, "{r:?}");
-    assert_eq!(r.post_delivered_twice, 0);
+    assert_eq!(r.post_received_twice, 0);
 }
 
 /// Binary upgrade (USR2, then QUIT to the old master) with the module loaded

@@ -18,7 +18,7 @@ fn options() -> Options {
 
 async fn arm(a: Arm) -> ArmResult {
     let r = run_arm(a, &options(), |_| {}).await;
-    assert_eq!(r.post_delivered_twice, 0, "{}: a POST ran twice", r.arm);
+    assert_eq!(r.post_received_twice, 0, "{}: a POST ran twice", r.arm);
     assert_eq!(
         r.logged, r.requests,
         "{}: the access log lacks requests, so its tallies are partial",

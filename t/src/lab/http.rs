@@ -146,9 +146,11 @@ fn pieces(arm: Arm) -> (String, String, String) {
     }
 }
 
-/// The POSTs sent, and how often the backend answered each.
+/// The POSTs sent, how often the backend answered each, and how many it
+/// received more than once (answered or not).
 fn posts(sent: &[Sent], backend: &Backend) -> Posts {
     let answered = backend.answered_by_path("POST");
+    let received = backend.received_by_path("POST");
     Posts {
         sent: sent.iter().filter(|s| s.post).count(),
         delivered: sent
@@ -156,7 +158,7 @@ fn posts(sent: &[Sent], backend: &Backend) -> Posts {
             .filter(|s| s.post)
             .map(|s| answered.get(&s.path).copied().unwrap_or(0))
             .sum(),
-        delivered_twice: answered.values().filter(|n| **n > 1).count(),
+        received_twice: received.values().filter(|n| **n > 1).count(),
     }
 }
 

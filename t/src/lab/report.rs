@@ -39,7 +39,7 @@ pub struct ArmResult {
     pub p99_ms: f64,
     pub post_sent: usize,
     pub post_delivered: usize,
-    pub post_delivered_twice: usize,
+    pub post_received_twice: usize,
     /// Seconds from the arm's start: swaps, and no-live 502s.
     pub swap_times: Vec<f64>,
     pub failure_times: Vec<f64>,
@@ -70,7 +70,7 @@ impl ArmResult {
             "p99_ms": round2(self.p99_ms),
             "post_sent": self.post_sent,
             "post_delivered": self.post_delivered,
-            "post_delivered_twice": self.post_delivered_twice,
+            "post_received_twice": self.post_received_twice,
             "swap_times_s": self.swap_times.iter().map(|t| round2(*t)).collect::<Vec<_>>(),
             "failure_times_s": self.failure_times.iter().map(|t| round2(*t)).collect::<Vec<_>>(),
         })
@@ -148,7 +148,7 @@ pub fn render_csv(results: &[ArmResult]) -> String {
         "p99_ms",
         "post_sent",
         "post_delivered",
-        "post_delivered_twice",
+        "post_received_twice",
     ];
     let mut out = cols.join(",") + "\n";
     for r in results {
