@@ -4,7 +4,10 @@
 use crate::metrics::log;
 
 /// Markers that fail any test that ran nginx.
-pub const FATAL_MARKERS: &[&str] = &["[alert]", "[emerg]", "exited on signal"];
+/// `[crit]` is there too: nginx logs at `crit` what it cannot do for a
+/// request or a connection (a failed syscall, a broken SSL state), which
+/// the module must never cause either.
+pub const FATAL_MARKERS: &[&str] = &["[alert]", "[emerg]", "[crit]", "exited on signal"];
 
 /// Lines containing a fatal marker.
 pub fn fatal_lines(text: &str) -> Vec<&str> {
@@ -137,5 +140,6 @@ mod tests {
         let bad = "2026/11/29 17:00:00 [alert] 10#10: worker process 11 exited on signal 11\n";
         assert_eq!(fatal_lines(bad).len(), 1);
         assert_eq!(fatal_lines("x [emerg] y\n").len(), 1);
+        assert_eq!(fatal_lines("x [crit] y\n").len(), 1);
     }
 }

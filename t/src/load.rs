@@ -95,13 +95,71 @@ impl Client {
         }
     }
 
+    /// A HEAD over a plain socket, read to the end: `body` is whatever the
+    /// server sent after the header (an HTTP client would not read it, so a
+    /// body sent in error would go unseen). Plain-HTTP bases only.
     pub async fn head(&self, path: &str) -> Response {
-        self.request(Method::HEAD, path, None).await
+        let started = Instant::now();
+        let failed = |e: String| Response {
+            status: None,
+            headers: Default::default(),
+            body: String::new(),
+            latency: started.elapsed(),
+            error: Some(e),
+        };
+        let Some(authority) = self.base.strip_prefix("http://") else {
+            return failed(format!("head: not a plain-HTTP base: {}", self.base));
+        };
+        let request =
+            format!("HEAD {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+        let exchange = async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(authority).await?;
+            s.write_all(request.as_bytes()).await?;
+            let mut raw = Vec::new();
+            s.read_to_end(&mut raw).await?;
+            Ok::<_, std::io::Error>(raw)
+        };
+        let raw = match tokio::time::timeout(Duration::from_secs(30), exchange).await {
+            Ok(Ok(raw)) => raw,
+            Ok(Err(e)) => return failed(format!("head: {e}")),
+            Err(_) => return failed("head: timed out".into()),
+        };
+        match parse_head(&raw) {
+            Some((status, headers, body)) => Response {
+                status: Some(status),
+                headers,
+                body: String::from_utf8_lossy(body).into_owned(),
+                latency: started.elapsed(),
+                error: None,
+            },
+            None => failed(format!(
+                "head: not an HTTP response: {:?}",
+                String::from_utf8_lossy(&raw)
+            )),
+        }
     }
 
     pub async fn get(&self, path: &str) -> Response {
         self.request(Method::GET, path, None).await
     }
+}
+
+/// A raw response's status, header fields, and the bytes after the header.
+fn parse_head(raw: &[u8]) -> Option<(u16, reqwest::header::HeaderMap, &[u8])> {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&raw[..end]).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let mut headers = reqwest::header::HeaderMap::new();
+    for line in lines {
+        let (name, value) = line.split_once(':')?;
+        headers.append(
+            reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).ok()?,
+            reqwest::header::HeaderValue::from_str(value.trim()).ok()?,
+        );
+    }
+    Some((status, headers, &raw[end + 4..]))
 }
 
 /// One request of an open-loop run.
@@ -193,4 +251,19 @@ pub async fn closed_loop(
         total.1 += bad;
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_head;
+
+    #[test]
+    fn a_head_response_and_what_follows_it() {
+        let (status, headers, rest) =
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nbody").unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(headers["content-type"], "text/plain");
+        assert_eq!(rest, b"body");
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\n").is_none());
+    }
 }

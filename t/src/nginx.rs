@@ -1,7 +1,7 @@
 //! Runs a real nginx: writes a configuration into a fresh prefix, starts the
 //! binary in the foreground (`daemon off`, so the master is our child),
 //! waits until it accepts, and stops it (QUIT, then KILL after a timeout;
-//! always on drop). Every run fails on `[alert]`, `[emerg]` or
+//! always on drop). Every run fails on `[alert]`, `[emerg]`, `[crit]` or
 //! `exited on signal` in its error.log, and, under valgrind memcheck (see
 //! [`crate::memcheck`]), on any memory error or definite leak.
 
@@ -205,7 +205,7 @@ impl Nginx {
                     break pid;
                 }
                 assert!(Instant::now() < deadline, "no nginx.pid after daemonizing");
-                std::thread::sleep(Duration::from_millis(10));
+                pause(Duration::from_millis(10));
             };
         }
         let mut nginx = Nginx {
@@ -245,7 +245,7 @@ impl Nginx {
                     "nginx did not accept on {addr} within {timeout:?}:\n{}",
                     self.error_log()
                 );
-                std::thread::sleep(Duration::from_millis(10));
+                pause(Duration::from_millis(10));
                 continue;
             };
             if let Ok(Some(status)) = child.try_wait() {
@@ -265,7 +265,7 @@ impl Nginx {
                 "nginx did not accept on {addr} within {timeout:?}:\n{}",
                 self.error_log()
             );
-            std::thread::sleep(Duration::from_millis(10));
+            pause(Duration::from_millis(10));
         }
     }
 
@@ -408,7 +408,7 @@ impl Nginx {
                 "reload did not complete:\n{}",
                 self.error_log()
             );
-            std::thread::sleep(Duration::from_millis(10));
+            pause(Duration::from_millis(10));
         }
     }
 
@@ -417,7 +417,7 @@ impl Nginx {
             kill(pid, libc::SIGQUIT);
             let deadline = Instant::now() + Duration::from_secs(10);
             while alive(pid) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
+                pause(Duration::from_millis(20));
             }
             if alive(pid) {
                 kill(pid, libc::SIGKILL);
@@ -434,13 +434,13 @@ impl Nginx {
             if let Ok(Some(_)) = child.try_wait() {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            pause(Duration::from_millis(20));
         }
         let _ = child.kill();
         let _ = child.wait();
     }
 
-    /// Stops nginx and fails on `[alert]`, `[emerg]` or `exited on signal`.
+    /// Stops nginx and fails on any of [`errorlog::FATAL_MARKERS`].
     pub fn finish(mut self) {
         self.stop();
         self.checked = true;
@@ -505,4 +505,19 @@ pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) {
 fn alive(pid: libc::pid_t) -> bool {
     // SAFETY: as in `kill`.
     unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// Waits `d` in the synchronous parts of the harness (start, reload, stop),
+/// which async tests call: inside a multi-threaded tokio runtime the wait
+/// hands this worker's other tasks (the DNS server, the backend, a load) to
+/// the other workers first, so they keep running while nginx is waited for.
+fn pause(d: Duration) {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        // Not while unwinding: the runtime may be going down with the test.
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread && !std::thread::panicking() => {
+            tokio::task::block_in_place(|| std::thread::sleep(d))
+        }
+        _ => std::thread::sleep(d),
+    }
 }

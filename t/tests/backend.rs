@@ -69,3 +69,16 @@ async fn idle_timeout_closes_a_kept_alive_connection() {
     assert_eq!(n, 0);
     assert_eq!(b.connections(ADDR_A), 1);
 }
+
+/// The HEAD check of the status endpoint can fail: this backend answers a
+/// HEAD with a body, as a faulty handler would, and `Client::head` sees it.
+#[tokio::test]
+async fn a_body_sent_after_a_head_is_seen() {
+    let backend = Backend::start().await;
+    let client =
+        generation_retry_t::load::Client::new(format!("http://{}", backend.upstream_addr(ADDR_A)));
+    let r = client.head("/h").await;
+    assert_eq!(r.status(), 200, "{r:?}");
+    assert_eq!(r.headers["x-backend"], "127.0.0.2");
+    assert_eq!(r.body, "127.0.0.2\n");
+}

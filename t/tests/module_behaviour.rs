@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use generation_retry_t::accesslog::Hop;
 use generation_retry_t::backend::{ADDR_A, ADDR_B};
 use generation_retry_t::dns::Answer;
 use generation_retry_t::memcheck::patience;
@@ -20,7 +21,9 @@ const ON: &str = "generation_retry_resnapshot on;";
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn status_endpoint_formats_methods_and_access() {
     let spec = Spec::single_peer(Flavor::with_module(), "", ON).http_extra(
-        "server { listen 127.0.0.1:${PORT2}; location / { allow 127.0.0.2; deny all; generation_retry_status; } }",
+        "server { listen 127.0.0.1:${PORT2};
+            location / { allow 127.0.0.2; deny all; generation_retry_status; }
+            location /allowed { allow 127.0.0.1; deny all; generation_retry_status; } }",
     );
     let port2 = generation_retry_t::nginx::free_port();
     let lab = Lab::start_spec_with(spec, &[("PORT2", port2.to_string())]).await;
@@ -58,9 +61,14 @@ async fn status_endpoint_formats_methods_and_access() {
     assert_eq!(v["upstreams"][0]["upstream"], "be");
     assert_eq!(v["upstreams"][0]["mode"], "on");
 
+    // Read to the end of the connection: nothing may follow the header.
     let h = lab.client.head("/status").await;
-    assert_eq!(h.status(), 200);
-    assert!(h.body.is_empty());
+    assert_eq!(h.status(), 200, "{h:?}");
+    assert_eq!(
+        h.headers["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    assert!(h.body.is_empty(), "a body after HEAD: {:?}", h.body);
 
     for method in [Method::POST, Method::PUT, Method::DELETE] {
         let r = lab
@@ -73,8 +81,17 @@ async fn status_endpoint_formats_methods_and_access() {
     assert_eq!(garbage.status(), 200);
     assert!(garbage.body.starts_with("# HELP"));
 
-    let denied = generation_retry_t::load::Client::new(format!("http://127.0.0.1:{port2}"));
-    assert_eq!(denied.get("/").await.status(), 403, "deny all applies");
+    // Access control in front of it: the same client is refused where its
+    // address is not allowed, and served where it is.
+    let other = generation_retry_t::load::Client::new(format!("http://127.0.0.1:{port2}"));
+    assert_eq!(other.get("/").await.status(), 403, "deny all applies");
+    let allowed = other.get("/allowed").await;
+    assert_eq!(allowed.status(), 200, "allow applies: {allowed:?}");
+    assert!(
+        allowed.body.contains(&format!("# TYPE {retry} counter")),
+        "{}",
+        allowed.body
+    );
     lab.finish();
 }
 
@@ -224,22 +241,34 @@ async fn sent_non_idempotent_requests_are_not_retried() {
 /// The re-snapshot keeps the request's remaining tries: with three peers and
 /// `proxy_next_upstream_tries 2`, a rescued retry that fails too ends the
 /// request after two attempts (peer.init alone would grant three again).
+/// The positive control: the same race with `tries 3` makes three attempts,
+/// so the hop count follows the tries left, and a third hop is possible
+/// after a rescue. Every hop is a peer, never the group's name: stock's
+/// refusal (`"127.0.0.2:P, be"`) has the same length at `tries 2`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn resnapshot_keeps_next_upstream_tries() {
-    let spec = Spec::two_peers(
-        Flavor::with_module(),
-        "",
-        &format!("server 127.0.0.3:${{BPORT}} max_fails=0; {ON}"),
-    )
-    .location_extra("proxy_next_upstream_tries 2;");
-    let mut lab = Lab::start_spec(spec).await;
-    // Every attempt after the held one fails too.
-    let race = lab.race_once_then(0, |backend| backend.fail_next(10)).await;
-    assert_eq!(race.response.status(), 502, "{race:?}");
-    assert_eq!(race.entry.hops.len(), 2, "{}", race.entry.upstream_addr());
-    let s = lab.status("be").await;
-    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
-    lab.finish();
+    for tries in [2, 3] {
+        let spec = Spec::two_peers(
+            Flavor::with_module(),
+            "",
+            &format!("server 127.0.0.3:${{BPORT}} max_fails=0; {ON}"),
+        )
+        .location_extra(&format!("proxy_next_upstream_tries {tries};"));
+        let mut lab = Lab::start_spec(spec).await;
+        // Every attempt after the held one fails too.
+        let race = lab.race_once_then(0, |backend| backend.fail_next(10)).await;
+        let hops = race.entry.upstream_addr();
+        assert_eq!(race.response.status(), 502, "tries {tries}: {race:?}");
+        assert_eq!(race.entry.hops.len(), tries, "tries {tries}: {hops}");
+        assert!(
+            race.entry.hops.iter().all(|h| matches!(h, Hop::Addr(_))),
+            "tries {tries}: a hop was refused: {hops}"
+        );
+        assert_eq!(race.entry.resnapshots, Some(1), "tries {tries}: {hops}");
+        let s = lab.status("be").await;
+        assert_eq!(s.count(Counter::Rescued), 1, "tries {tries}: {s}");
+        lab.finish();
+    }
 }
 
 /// At http level the directive covers every upstream with a zone; an

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use generation_retry_t::backend::{Backend, ADDR_A, ADDR_B};
 use generation_retry_t::dns::{Answer, DnsServer};
-use generation_retry_t::load::{open_loop, Client};
+use generation_retry_t::load::{assert_all_ok, open_loop, Client};
 use generation_retry_t::metrics::Counter;
 use generation_retry_t::nginx::{Config, Flavor, Nginx};
 use generation_retry_t::scenario::{NAME, PROXY_HTTP, SINGLE_PEER_SERVERS};
@@ -351,17 +351,13 @@ async fn ten_thousand_concurrent_scrapes_under_generation_races() {
     assert_eq!(text(Counter::Resnapshots.metric()), resnapshots);
     assert_eq!(text(Counter::Failed.metric()), failed);
 
-    let ok = sent.iter().filter(|s| s.response.status() == 200).count();
-    assert!(
-        ok * 10 >= sent.len() * 9,
-        "{ok} of {} proxied requests ok",
-        sent.len()
-    );
+    // Every proxied GET got its 200 through the races and the reclaims.
+    assert_all_ok(&sent);
+    let ok = sent.len();
     eprintln!(
         "scrapes: {scrapes} GET (+{heads} HEAD), up to {max_in_flight} in flight; \
-         proxied {} ({ok} ok); swaps {swaps}; busy {busy}, resnapshots {resnapshots}, \
+         proxied {ok}, all 200; swaps {swaps}; busy {busy}, resnapshots {resnapshots}, \
          rescued {rescued}, failed {failed}; busy.retry took {} distinct values while scraped",
-        sent.len(),
         distinct
             .iter()
             .filter(|(k, _)| k.0 == "json"
