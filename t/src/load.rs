@@ -145,6 +145,70 @@ impl Client {
     }
 }
 
+/// One HTTP/1.1 keepalive connection to nginx, kept for its life: every
+/// request goes on it, so one nginx worker serves them all (an HTTP client's
+/// pool may open a new connection whenever it likes, and a new connection
+/// may land on any worker). GETs only; responses must carry Content-Length.
+pub struct Connection {
+    stream: tokio::net::TcpStream,
+    authority: String,
+    buf: Vec<u8>,
+}
+
+impl Connection {
+    pub async fn open(addr: std::net::SocketAddr) -> std::io::Result<Connection> {
+        Ok(Connection {
+            stream: tokio::net::TcpStream::connect(addr).await?,
+            authority: addr.to_string(),
+            buf: Vec::new(),
+        })
+    }
+
+    /// GET `path` on this connection; an error if it was closed or the
+    /// answer took longer than 30 s.
+    pub async fn get(&mut self, path: &str) -> Result<Response, String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let started = Instant::now();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.authority);
+        let exchange = async {
+            self.stream
+                .write_all(request.as_bytes())
+                .await
+                .map_err(|e| format!("GET {path}: {e}"))?;
+            loop {
+                if let Some((status, headers, rest)) = parse_head(&self.buf) {
+                    let len: usize = headers
+                        .get("content-length")
+                        .and_then(|v| v.to_str().ok()?.parse().ok())
+                        .ok_or_else(|| format!("GET {path}: no Content-Length"))?;
+                    if rest.len() >= len {
+                        let body = String::from_utf8_lossy(&rest[..len]).into_owned();
+                        let used = self.buf.len() - rest.len() + len;
+                        self.buf.drain(..used);
+                        return Ok((status, headers, body));
+                    }
+                }
+                let mut chunk = [0u8; 16384];
+                match self.stream.read(&mut chunk).await {
+                    Ok(0) => return Err(format!("GET {path}: the connection was closed")),
+                    Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                    Err(e) => return Err(format!("GET {path}: {e}")),
+                }
+            }
+        };
+        let (status, headers, body) = tokio::time::timeout(Duration::from_secs(30), exchange)
+            .await
+            .map_err(|_| format!("GET {path}: no answer within 30 s"))??;
+        Ok(Response {
+            status: Some(status),
+            headers,
+            body,
+            latency: started.elapsed(),
+            error: None,
+        })
+    }
+}
+
 /// A raw response's status, header fields, and the bytes after the header.
 fn parse_head(raw: &[u8]) -> Option<(u16, reqwest::header::HeaderMap, &[u8])> {
     let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;

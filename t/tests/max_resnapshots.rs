@@ -1,0 +1,287 @@
+//! `max=N`: the list keeps moving while a request re-snapshots. With two
+//! workers, worker 0 re-resolves the name (nginx gives every `resolve`
+//! server to worker 0) while worker 1 serves the race; gdb stops worker 1
+//! at the selection on its fresh snapshot, the DNS flips again, worker 0
+//! applies it, and worker 1 goes on to find its fresh snapshot already
+//! old. With `max=1` that is the end (502, `failed`, cause `generation`,
+//! the "still moving" line); with `max=2` the same sequence is rescued by
+//! a second re-snapshot. Real nginx, real resolver, no timing: the window
+//! nginx leaves open for microseconds is held open by the breakpoint.
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use generation_retry_core::rescue::Failure;
+use generation_retry_t::accesslog::{Entry, Hop};
+use generation_retry_t::backend::{Backend, ADDR_A, ADDR_B};
+use generation_retry_t::dns::{Answer, DnsServer};
+use generation_retry_t::gdb::Breakpoint;
+use generation_retry_t::load::{Client, Connection, Response};
+use generation_retry_t::memcheck::patience;
+use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
+use generation_retry_t::nginx::{Config, Flavor, Nginx};
+use generation_retry_t::scenario::NAME;
+use generation_retry_t::shared::{KEEPALIVE_LOCATION, UPSTREAM};
+
+/// One re-resolving peer with keepalive, two workers, each with its own
+/// listening socket (`reuseport`), and the worker's pid on every answer.
+const TEMPLATE: &str = r#"
+    upstream ${UPSTREAM} {
+        zone ${UPSTREAM} 128k;
+        resolver ${DNS} valid=1s ipv6=off;
+        resolver_timeout 3s;
+        server app.test:${BPORT} resolve;
+        keepalive 16;
+        generation_retry_resnapshot on max=${MAX};
+    }
+    server {
+        listen 127.0.0.1:${PORT} reuseport;
+        add_header X-Worker $pid always;
+        location / {
+            proxy_pass http://${UPSTREAM};
+            ${KEEPALIVE}
+        }
+        location = /status {
+            generation_retry_status;
+        }
+    }
+"#;
+
+/// The round-robin selection every balancer here ends in.
+const SELECT: &str = "ngx_http_upstream_get_round_robin_peer";
+
+struct Run {
+    nginx: Nginx,
+    dns: DnsServer,
+    backend: Backend,
+    /// A connection served by worker 0 (which re-resolves), and one served
+    /// by worker 1.
+    on_0: Connection,
+    /// Lent to the race while it runs.
+    on_1: Option<Connection>,
+}
+
+/// The workers' pids, in nginx's order (worker 0 first): the master logs
+/// each as it starts it, which may be after nginx accepts.
+async fn workers(nginx: &Nginx) -> [libc::pid_t; 2] {
+    let deadline = Instant::now() + patience(Duration::from_secs(10));
+    loop {
+        let pids: Vec<libc::pid_t> = nginx
+            .error_log()
+            .lines()
+            .filter_map(|l| l.split("start worker process ").nth(1))
+            .filter_map(|p| p.trim().parse().ok())
+            .collect();
+        if let [a, b] = pids[..] {
+            return [a, b];
+        }
+        assert!(Instant::now() < deadline, "{}", nginx.error_log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Which worker answered.
+fn worker(r: &Response) -> libc::pid_t {
+    r.headers["x-worker"].to_str().unwrap().parse().unwrap()
+}
+
+/// New connections until one lands on each worker (the kernel spreads
+/// connections over the `reuseport` sockets by their addresses).
+async fn pinned(nginx: &Nginx, workers: [libc::pid_t; 2]) -> (Connection, Connection) {
+    let (mut on_0, mut on_1) = (None, None);
+    for k in 0..200 {
+        let mut c = Connection::open(nginx.addr()).await.unwrap();
+        let r = c.get(&format!("/pin/{k}")).await.unwrap();
+        assert_eq!(r.status(), 200, "{r:?}");
+        let pid = worker(&r);
+        if pid == workers[0] {
+            on_0 = on_0.or(Some(c));
+        } else if pid == workers[1] {
+            on_1 = on_1.or(Some(c));
+        } else {
+            panic!("answered by {pid}, not one of the workers {workers:?}");
+        }
+        if let (Some(_), Some(_)) = (&on_0, &on_1) {
+            return (on_0.take().unwrap(), on_1.take().unwrap());
+        }
+    }
+    panic!("200 connections and not one on each worker");
+}
+
+/// The module's JSON status object of `upstream be`.
+async fn status(c: &mut Connection) -> serde_json::Value {
+    let r = c.get("/status?format=json").await.unwrap();
+    assert_eq!(r.status(), 200, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    v["upstreams"]
+        .as_array()
+        .and_then(|a| a.iter().find(|u| u["upstream"] == UPSTREAM))
+        .cloned()
+        .unwrap_or_else(|| panic!("no upstream {UPSTREAM}: {}", r.body))
+}
+
+impl Run {
+    async fn start(max: u32) -> Run {
+        let dns = DnsServer::start().await;
+        dns.set_a(NAME, ADDR_A);
+        let backend = Backend::start().await;
+        let config = Config::new(Flavor::with_module(), TEMPLATE)
+            .workers(2)
+            .var("DNS", dns.addr())
+            .var("BPORT", backend.port())
+            .var("MAX", max)
+            .var("KEEPALIVE", KEEPALIVE_LOCATION);
+        let nginx = Nginx::start(&config);
+        let pids = workers(&nginx).await;
+        // Ready: the name resolved (until then the list is empty: 502).
+        let any = Client::new(nginx.url(""));
+        let deadline = Instant::now() + patience(Duration::from_secs(10));
+        for k in 0.. {
+            if any.get(&format!("/ready/{k}")).await.status() == 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{}", nginx.error_log());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (on_0, on_1) = pinned(&nginx, pids).await;
+        Run {
+            nginx,
+            dns,
+            backend,
+            on_0,
+            on_1: Some(on_1),
+        }
+    }
+
+    async fn generation(&mut self) -> u64 {
+        status(&mut self.on_0).await["generation"].as_u64().unwrap()
+    }
+
+    /// Points the name at `ip` and waits, through worker 0 (which goes on
+    /// serving while worker 1 is stopped), until worker 0 asked, was told,
+    /// and applied it: the shared list's generation moved past `from`.
+    /// Returns the new generation.
+    async fn flip(&mut self, ip: Ipv4Addr, from: u64) -> u64 {
+        let since = Instant::now();
+        self.dns.set_a(NAME, ip);
+        self.dns
+            .wait_answered(
+                NAME,
+                &Answer::A(vec![ip]),
+                since,
+                patience(Duration::from_secs(10)),
+            )
+            .await
+            .unwrap();
+        let deadline = Instant::now() + patience(Duration::from_secs(10));
+        loop {
+            let g = self.generation().await;
+            if g > from {
+                return g;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the list never moved past generation {from} to {ip}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The race of `Lab::race_once`, served by worker 1, with the list
+    /// moving again (back to ADDR_A) while worker 1 is stopped at its
+    /// selection on its first fresh snapshot.
+    async fn race_while_moving(&mut self) -> (Response, Entry) {
+        let workers = workers(&self.nginx).await;
+        let g0 = self.generation().await;
+        // Worker 1 caches a connection to ADDR_A; its next request there
+        // (the race) is held.
+        let warm = self.on_1.as_mut().unwrap().get("/warm").await.unwrap();
+        assert_eq!(warm.body, format!("{ADDR_A}\n"), "{warm:?}");
+        assert_eq!(worker(&warm), workers[1]);
+        let hold = self.backend.arm_hold();
+        let mut on_1 = self.on_1.take().unwrap();
+        let request = tokio::spawn(async move {
+            let r = on_1.get("/race").await;
+            (on_1, r)
+        });
+        let held = hold
+            .caught(patience(Duration::from_secs(10)))
+            .await
+            .unwrap();
+        assert_eq!((held.addr, held.path.as_str()), (ADDR_A, "/race"));
+        let g1 = self.flip(ADDR_B, g0).await;
+
+        // Worker 1's retry: its selection is refused (generation g0, the
+        // list's g1), the module re-snapshots and selects again: that
+        // second call stops.
+        let bp = Breakpoint::attach(workers[1], SELECT, 1).await.unwrap();
+        held.close();
+        let stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
+        // Meanwhile worker 0 applies another change.
+        self.flip(ADDR_A, g1).await;
+        stopped.release().await.unwrap();
+
+        let (on_1, r) = request.await.unwrap();
+        self.on_1 = Some(on_1);
+        let r = r.unwrap();
+        assert_eq!(worker(&r), workers[1]);
+        let deadline = Instant::now() + patience(Duration::from_secs(5));
+        let entry = loop {
+            if let Some(e) = self.nginx.access_entry("/race") {
+                break e;
+            }
+            assert!(Instant::now() < deadline, "no access log line for /race");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        (r, entry)
+    }
+}
+
+/// `max=1`: the one re-snapshot allowed found the list moved again, so the
+/// selection fails as `generation`, counted as failed, with its line.
+/// `max=2`, the control: the same sequence, and the second re-snapshot (on
+/// the list as worker 0 left it) is rescued. One test, run in turn: each
+/// stops a worker under gdb.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn max_is_how_many_times_a_moving_list_is_followed() {
+    let mut run = Run::start(1).await;
+    let (r, entry) = run.race_while_moving().await;
+    let hops = entry.upstream_addr();
+    assert_eq!(r.status(), 502, "max=1: {hops}");
+    assert_eq!(entry.hops.len(), 2, "max=1: {hops}");
+    assert!(matches!(entry.hops[1], Hop::Group(_)), "max=1: {hops}");
+    assert_eq!(entry.resnapshots, Some(1), "max=1: {hops}");
+    let s = status(&mut run.on_0).await;
+    assert_eq!(s.count(Counter::BusyRetry), 1, "{s}");
+    assert_eq!(s.count(Counter::Resnapshots), 1, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 0, "{s}");
+    assert_eq!(s.count(Counter::Failed), 1, "{s}");
+    assert_eq!(s.count(Counter::NoLiveGeneration), 1, "{s}");
+    let line = log::no_live(
+        Protocol::Http,
+        UPSTREAM,
+        NoLiveCause::Generation,
+        Failure::StillMoving { max: 1 },
+    );
+    let log = run.nginx.error_log();
+    assert!(log.contains(&line), "no {line:?} in:\n{log}");
+    run.nginx.finish();
+
+    let mut run = Run::start(2).await;
+    let (r, entry) = run.race_while_moving().await;
+    let hops = entry.upstream_addr();
+    assert_eq!(r.status(), 200, "max=2: {hops}");
+    assert_eq!(r.body, format!("{ADDR_A}\n"), "max=2: {hops}");
+    assert_eq!(entry.resnapshots, Some(2), "max=2: {hops}");
+    assert_eq!(
+        entry.hops.last(),
+        Some(&Hop::Addr((ADDR_A, run.backend.port()).into())),
+        "max=2: {hops}"
+    );
+    let s = status(&mut run.on_0).await;
+    assert_eq!(s.count(Counter::BusyRetry), 1, "{s}");
+    assert_eq!(s.count(Counter::Resnapshots), 2, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+    assert_eq!(s.count(Counter::Failed), 0, "{s}");
+    run.nginx.finish();
+}
