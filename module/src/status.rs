@@ -162,7 +162,13 @@ unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
 
     // SAFETY: a live request whose headers we just set.
     let rc = unsafe { ngx_http_send_header(r) };
-    if rc == Status::NGX_ERROR.into() || rc > Status::NGX_OK.into() || r.header_only() != 0 {
+    // Not `r.header_only()`: bindgen places the request's bitfields from
+    // `uri_changes` on two bits early in nginx 1.29+ trees (`in_port_t port`
+    // precedes them there), so the accessor reads `chunked` instead. The
+    // header filter sets header_only for a main request's HEAD, which is
+    // what is checked here; this 200 has no other header-only case.
+    let head = r.method == NGX_HTTP_HEAD as ngx_uint_t && core::ptr::eq(r as *const _, r.main);
+    if rc == Status::NGX_ERROR.into() || rc > Status::NGX_OK.into() || head {
         return rc;
     }
 
