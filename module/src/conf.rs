@@ -11,12 +11,12 @@
 use core::ffi::{c_char, c_void};
 use core::ptr;
 
-use generation_retry_core::directive::{parse_resnapshot, Resnapshot, DIRECTIVE};
+use generation_retry_core::directive::{parse_resnapshot, warning, Resnapshot, DIRECTIVE};
 use ngx::core::{Pool, NGX_CONF_ERROR};
-use ngx::ffi::{ngx_command_t, ngx_conf_t, ngx_shm_zone_t, NGX_LOG_EMERG};
+use ngx::ffi::{ngx_command_t, ngx_conf_t, ngx_shm_zone_t, NGX_LOG_EMERG, NGX_LOG_WARN};
 use ngx::ngx_conf_log_error;
 
-use crate::ffi_ext::{conf_args, conf_slot};
+use crate::ffi_ext::{conf_args, conf_slot, Position};
 use crate::proto::{InitPeer, Proto};
 use crate::shm::Slot;
 
@@ -24,6 +24,8 @@ use crate::shm::Slot;
 pub struct SrvConf<P: Proto> {
     /// As written in this block; `None` when the directive is absent.
     pub resnapshot: Option<Resnapshot>,
+    /// Where it was written.
+    pub at: Position,
     /// What applies to this upstream, set when the wrapper is installed.
     pub active: Option<Resnapshot>,
     /// The `peer.init` the wrapper calls (the balancer's, keepalive's, ...).
@@ -44,6 +46,7 @@ impl<P: Proto> Default for SrvConf<P> {
     fn default() -> Self {
         SrvConf {
             resnapshot: None,
+            at: Position::default(),
             active: None,
             original_init: None,
             slot: ptr::null(),
@@ -76,6 +79,8 @@ impl<P: Proto> SrvConf<P> {
 pub struct MainConf<P: Proto> {
     /// The directive as written at the top level (`http`, `stream`).
     pub top_level: Option<Resnapshot>,
+    /// Where it was written.
+    pub top_level_at: Position,
     pub upstreams: *mut P::UpstreamMain,
     pub shm_zone: *mut ngx_shm_zone_t,
 }
@@ -91,6 +96,7 @@ impl<P: Proto> Default for MainConf<P> {
     fn default() -> Self {
         MainConf {
             top_level: None,
+            top_level_at: Position::default(),
             upstreams: ptr::null_mut(),
             shm_zone: ptr::null_mut(),
         }
@@ -112,7 +118,7 @@ impl<P: Proto> MainConf<P> {
 
 /// A configuration structure in the cycle's pool, with no destructor to run
 /// (plain values and pointers), so without a pool cleanup.
-fn create<T: Default + Copy>(cf: *mut ngx_conf_t) -> *mut c_void {
+pub(crate) fn create<T: Default + Copy>(cf: *mut ngx_conf_t) -> *mut c_void {
     // SAFETY: nginx calls create_*_conf with the configuration being parsed,
     // whose pool lives as long as the cycle.
     let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
@@ -144,7 +150,9 @@ pub(crate) unsafe extern "C" fn init_main_conf<P: Proto>(
     unsafe {
         let (_, srv_conf) = P::conf_ctx(&*cf);
         let top = (conf_slot(srv_conf, P::module()) as *const SrvConf<P>).as_ref();
-        (*(conf as *mut MainConf<P>)).top_level = top.and_then(|c| c.resnapshot);
+        let main = &mut *(conf as *mut MainConf<P>);
+        main.top_level = top.and_then(|c| c.resnapshot);
+        main.top_level_at = top.map(|c| c.at).unwrap_or_default();
     }
     ngx::core::NGX_CONF_OK
 }
@@ -169,7 +177,11 @@ pub(crate) unsafe extern "C" fn set_resnapshot<P: Proto>(
     let args: Vec<&[u8]> = conf_args(cf).iter().skip(1).map(|a| a.as_bytes()).collect();
     match parse_resnapshot(&args) {
         Ok(value) => {
+            if let Some(message) = warning(&args, value) {
+                ngx_conf_log_error!(NGX_LOG_WARN, cf, "{message}");
+            }
             conf.resnapshot = Some(value);
+            conf.at = Position::of(cf);
             ngx::core::NGX_CONF_OK
         }
         Err(err) => {

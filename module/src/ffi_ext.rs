@@ -19,6 +19,44 @@ pub(crate) fn str_ptr_lossy(s: *const ngx_str_t) -> String {
     }
 }
 
+/// Where a directive was written: its file and line, for messages given
+/// after parsing has moved on (at postconfiguration, at merge).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Position {
+    file: ngx_str_t,
+    line: usize,
+}
+
+impl Position {
+    /// The directive being parsed. The file name lives as long as the
+    /// cycle's configuration (nginx keeps it for its own messages).
+    pub(crate) fn of(cf: &ngx_conf_t) -> Position {
+        // SAFETY: while a directive is parsed, cf->conf_file is NULL (a
+        // `-g` directive) or the live file being parsed.
+        match unsafe { cf.conf_file.as_ref() } {
+            Some(f) => Position {
+                file: f.file.name,
+                line: f.line,
+            },
+            None => Position::default(),
+        }
+    }
+}
+
+impl Position {
+    /// The file's name (`command line` for a `-g` directive).
+    pub(crate) fn file(&self) -> String {
+        if self.file.len == 0 {
+            return "command line".into();
+        }
+        String::from_utf8_lossy(self.file.as_bytes()).into_owned()
+    }
+
+    pub(crate) fn line(&self) -> usize {
+        self.line
+    }
+}
+
 /// The arguments of the directive being parsed, name first.
 pub(crate) fn conf_args(cf: &ngx_conf_t) -> &[ngx_str_t] {
     // SAFETY: while a directive handler runs, cf->args is the live array of

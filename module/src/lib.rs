@@ -85,8 +85,8 @@ static HTTP_CTX: ngx_http_module_t = ngx_http_module_t {
     init_main_conf: Some(conf::init_main_conf::<Http>),
     create_srv_conf: Some(conf::create_srv_conf::<Http>),
     merge_srv_conf: None,
-    create_loc_conf: None,
-    merge_loc_conf: None,
+    create_loc_conf: Some(status::create_loc_conf),
+    merge_loc_conf: Some(status::merge_loc_conf),
 };
 
 static mut HTTP_COMMANDS: [ngx_command_t; 3] = [

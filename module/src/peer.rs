@@ -235,6 +235,15 @@ fn settle<P: Proto>(
             );
             selection.code(BUSY)
         }
+        Outcome::Errored { fault, code } => {
+            ngx_log_error!(
+                NGX_LOG_ERR,
+                log,
+                "{}",
+                log::errored(P::PROTOCOL, &upstream_name::<P>(uscf), fault)
+            );
+            code
+        }
         Outcome::Failed { cause, why } => {
             ngx_log_error!(
                 NGX_LOG_ERR,

@@ -35,6 +35,8 @@ pub(crate) unsafe fn postconfiguration<P: Proto>(cf: &mut ngx_conf_t) -> ngx_int
         return Status::NGX_ERROR.into();
     };
     let top_level = mcf.top_level;
+    // Whether the top-level setting reached an upstream.
+    let mut top_level_used = false;
     if let Some(index) = module_ctx_index(cf, P::UPSTREAM_MODULE) {
         // SAFETY: main_conf has a slot per module of the protocol; the
         // upstream module's holds its main conf.
@@ -57,7 +59,10 @@ pub(crate) unsafe fn postconfiguration<P: Proto>(cf: &mut ngx_conf_t) -> ngx_int
                 None
             }
             (Some(own), true) => Some(own),
-            (None, true) => top_level,
+            (None, true) => {
+                top_level_used = true;
+                top_level
+            }
             (None, false) => None,
         };
         if effective.is_some() && original.is_some() {
@@ -67,6 +72,12 @@ pub(crate) unsafe fn postconfiguration<P: Proto>(cf: &mut ngx_conf_t) -> ngx_int
                 *P::peer_init(us) = Some(peer::init_peer::<P>);
             }
         }
+    }
+
+    if top_level.is_some() && !top_level_used {
+        let at = mcf.top_level_at;
+        let message = log::top_level_unused(DIRECTIVE, P::PROTOCOL, &at.file(), at.line());
+        ngx_log_error!(NGX_LOG_WARN, cf.log, "{message}");
     }
 
     let registration = Registration {

@@ -113,6 +113,21 @@ impl Breakpoint {
 }
 
 impl Stopped {
+    /// Makes the stopped function return `value` at once (a fault injected
+    /// where nginx's own code would fail, say an allocation), then
+    /// [`Stopped::release`]s the worker.
+    pub async fn release_returning(mut self, value: i64) -> Result<(), String> {
+        self.0.send(&format!("return (long) {value}\n")).await?;
+        self.0.sync().await?;
+        if !self.0.transcript.contains("#0 ") {
+            return Err(format!(
+                "gdb did not return from the frame:\n{}",
+                self.0.transcript
+            ));
+        }
+        self.release().await
+    }
+
     /// Deletes the breakpoint and detaches: the worker runs on from where
     /// it stopped, as if nothing had happened.
     pub async fn release(mut self) -> Result<(), String> {

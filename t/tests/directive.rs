@@ -60,7 +60,9 @@ fn assert_rejected_in(build: impl Fn(&str) -> Config, directive: &str, cases: &[
 fn module_loads_and_directive_passes_nginx_t() {
     let t = test_config(&conf(&format!(
         "generation_retry_resnapshot on;\n\
-         upstream be {{ zone be 64k; server 127.0.0.2:1; generation_retry_resnapshot off max=4; }}\n\
+         upstream be {{ zone be 64k; server 127.0.0.2:1; }}\n\
+         upstream be2 {{ zone be2 64k; server 127.0.0.2:1; generation_retry_resnapshot off; }}\n\
+         upstream be3 {{ zone be3 64k; server 127.0.0.2:1; generation_retry_resnapshot on max=4; }}\n\
          {SERVER}"
     )));
     assert!(t.ok, "{}", t.stderr);
@@ -189,8 +191,81 @@ fn status_directive_misuse_is_rejected() {
             "upstream u { zone u 64k; server 127.0.0.2:1; generation_retry_status; }",
             "is not allowed here",
         ),
+        // Another content handler in the same location, in either order:
+        // nginx would let the last one answer without a word.
+        (
+            "server { listen 127.0.0.1:1; location /s { proxy_pass http://be; generation_retry_status; } }",
+            "and another content handler (such as \"proxy_pass\") in location \"/s\"",
+        ),
+        (
+            "server { listen 127.0.0.1:1; location /s { generation_retry_status; proxy_pass http://be; } }",
+            "and another content handler (such as \"proxy_pass\") in location \"/s\"",
+        ),
     ];
     assert_rejected("generation_retry_status", cases);
+}
+
+/// `nginx -t` passes with a `[warn]` naming `directive`, containing
+/// `expect`, with the file:line.
+fn assert_warned(config: &Config, directive: &str, expect: &str) {
+    let t = test_config(config);
+    assert!(t.ok, "{expect}: refused\n{}", t.stderr);
+    let warn = t
+        .stderr
+        .lines()
+        .find(|l| l.contains("[warn]") && l.contains(expect))
+        .unwrap_or_else(|| panic!("no [warn] with {expect}:\n{}", t.stderr));
+    assert!(warn.contains(&format!("\"{directive}\"")), "{warn}");
+    assert!(warn.contains("nginx.conf:"), "no file:line: {warn}");
+}
+
+/// Accepted but meaningless, said out loud in http and stream: `max=` with
+/// `off` (in an upstream and at the top level), and the directive at the
+/// top level where no upstream takes it (none has a `zone`, or every one
+/// with a `zone` has its own setting).
+#[test]
+fn meaningless_settings_warn_naming_the_directive() {
+    const D: &str = "generation_retry_resnapshot";
+    let max_off = "\"max=4\" has no effect with \"off\"";
+    let unused = |level: &str| format!("has no effect at {level} level");
+    let http = |top: &str, upstream: &str| {
+        conf(&format!(
+            "{top}\nupstream be {{ {upstream} server 127.0.0.2:1; }}\n{SERVER}"
+        ))
+    };
+    let stream = |top: &str, upstream: &str| {
+        Config::new(Flavor::with_module(), "").stream(format!(
+            "{top}\nupstream sbe {{ {upstream} server 127.0.0.2:1; }}\n\
+             server {{ listen 127.0.0.1:${{PORT}}; proxy_pass sbe; }}"
+        ))
+    };
+    for (build, level) in [
+        (&http as &dyn Fn(&str, &str) -> Config, "http"),
+        (&stream, "stream"),
+    ] {
+        let zone = if level == "http" {
+            "zone be 64k;"
+        } else {
+            "zone sbe 64k;"
+        };
+        let own_off = format!("{zone} {D} off max=4;");
+        assert_warned(&build("", &own_off), D, max_off);
+        assert_warned(&build(&format!("{D} off max=4;"), zone), D, max_off);
+        assert_warned(&build(&format!("{D} on;"), ""), D, &unused(level));
+        assert_warned(
+            &build(&format!("{D} on;"), &format!("{zone} {D} off;")),
+            D,
+            &unused(level),
+        );
+        // The controls: the top level reaches an upstream; `off` alone.
+        for config in [
+            build(&format!("{D} on;"), zone),
+            build(&format!("{D} off;"), zone),
+        ] {
+            let t = test_config(&config);
+            assert!(t.ok && !t.stderr.contains("[warn]"), "{}", t.stderr);
+        }
+    }
 }
 
 #[test]

@@ -76,6 +76,7 @@ async fn status_endpoint_formats_methods_and_access() {
             .request(method.clone(), "/status", Some(b"x".to_vec()))
             .await;
         assert_eq!(r.status(), 405, "{method}");
+        assert_eq!(r.headers["allow"], "GET, HEAD", "{method}");
     }
     let garbage = lab.client.get("/status?format=%%%&&=&format").await;
     assert_eq!(garbage.status(), 200);
@@ -92,6 +93,44 @@ async fn status_endpoint_formats_methods_and_access() {
         "{}",
         allowed.body
     );
+    lab.finish();
+}
+
+/// `gzip_types` matches the status endpoint's bare content types, as it
+/// matches nginx's own responses: both views are compressed when the client
+/// accepts gzip (and not when it does not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_endpoint_is_compressed_as_gzip_types_says() {
+    let spec = Spec::single_peer(Flavor::with_module(), "", ON)
+        .http_extra("gzip on; gzip_types text/plain application/json; gzip_min_length 1;");
+    let lab = Lab::start_spec(spec).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    for (path, kind) in [
+        ("/status", "text/plain; version=0.0.4; charset=utf-8"),
+        ("/status?format=json", "application/json"),
+    ] {
+        for gzip in [true, false] {
+            let mut request = http.get(lab.nginx.url(path));
+            if gzip {
+                request = request.header("Accept-Encoding", "gzip");
+            }
+            let r = request.send().await.unwrap();
+            assert_eq!(r.status(), 200, "{path}");
+            assert_eq!(r.headers()["content-type"], kind, "{path}");
+            let encoding = r.headers().get("content-encoding").cloned();
+            let body = r.bytes().await.unwrap();
+            if gzip {
+                assert_eq!(
+                    encoding.as_ref().map(|e| e.as_bytes()),
+                    Some(&b"gzip"[..]),
+                    "{path}"
+                );
+                assert_eq!(&body[..2], b"\x1f\x8b", "{path}: not a gzip stream");
+            } else {
+                assert_eq!(encoding, None, "{path}");
+            }
+        }
+    }
     lab.finish();
 }
 

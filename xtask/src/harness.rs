@@ -21,7 +21,7 @@ pub const MATRIX_TESTS: &[&str] = &[
     "reload",
     "directive",
     "module_behaviour",
-    "max_resnapshots",
+    "mid_selection",
 ];
 
 /// The matrix's shorter runs: 5 scripted races per test instead of 10 or

@@ -5,6 +5,9 @@ use std::fmt;
 /// The directive's name.
 pub const DIRECTIVE: &str = "generation_retry_resnapshot";
 
+/// The status directive's name.
+pub const STATUS_DIRECTIVE: &str = "generation_retry_status";
+
 /// Re-snapshots allowed per peer selection when `max=` is not given.
 ///
 /// One generation change is what a single re-resolve produces; a second one
@@ -95,6 +98,21 @@ pub fn parse_resnapshot<S: AsRef<[u8]>>(args: &[S]) -> Result<Resnapshot, ArgErr
     Ok(Resnapshot { enabled, max })
 }
 
+/// The `[warn]` for arguments that parse but mean nothing, in nginx's
+/// wording (nginx appends ` in FILE:LINE`): `max=` with `off`, which only
+/// observes and never re-snapshots. A warning, not a refusal: switching an
+/// upstream to `off` during an incident must not fail the reload.
+pub fn warning<S: AsRef<[u8]>>(args: &[S], parsed: Resnapshot) -> Option<String> {
+    match args {
+        [_, max] if !parsed.enabled => Some(format!(
+            "\"{}\" has no effect with \"off\" in \"{DIRECTIVE}\" directive, \
+             \"off\" never re-snapshots",
+            String::from_utf8_lossy(max.as_ref())
+        )),
+        _ => None,
+    }
+}
+
 /// Decimal digits only (no sign, no spaces), within `lo..=hi`.
 fn parse_bounded(value: &[u8], lo: u32, hi: u32) -> Option<u32> {
     if value.is_empty() || value.len() > 10 || !value.iter().all(u8::is_ascii_digit) {
@@ -130,6 +148,21 @@ mod tests {
                 max: DEFAULT_MAX
             })
         );
+    }
+
+    #[test]
+    fn max_with_off_is_kept_and_warned_about() {
+        let warn = |args: &[&str]| warning(args, parse(args).unwrap());
+        assert_eq!(
+            warn(&["off", "max=3"]).as_deref(),
+            Some(
+                "\"max=3\" has no effect with \"off\" in \"generation_retry_resnapshot\" \
+                 directive, \"off\" never re-snapshots"
+            )
+        );
+        assert_eq!(warn(&["off"]), None);
+        assert_eq!(warn(&["on", "max=3"]), None);
+        assert_eq!(warn(&["on"]), None);
     }
 
     #[test]

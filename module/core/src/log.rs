@@ -3,7 +3,7 @@
 //! and `t/` build them here.
 
 use crate::metrics::{NoLiveCause, Protocol};
-use crate::rescue::Failure;
+use crate::rescue::{Failure, Fault};
 
 /// Every line the module logs starts with this, but the configuration
 /// warning of [`no_zone`], which names the directive as nginx's own do.
@@ -65,7 +65,6 @@ pub fn no_live(protocol: Protocol, upstream: &str, cause: NoLiveCause, why: Fail
         Failure::Observed { from, to } => {
             format!("{marker}, generation {from} -> {to}, observe only")
         }
-        Failure::ReinitFailed => format!("{marker}, re-snapshot failed"),
         Failure::FreshListRefused { at } => {
             format!("{marker}, after re-snapshot at generation {at}")
         }
@@ -73,6 +72,20 @@ pub fn no_live(protocol: Protocol, upstream: &str, cause: NoLiveCause, why: Fail
             format!("{marker}, generation still moving after {max} re-snapshots (max={max})")
         }
     }
+}
+
+/// A generation-busy selection whose re-snapshot met an error (`[error]`);
+/// nginx answers it as it answers the balancer's own error (500), and
+/// logs no `no live upstreams`.
+pub fn errored(protocol: Protocol, upstream: &str, fault: Fault) -> String {
+    let what = match fault {
+        Fault::ReinitFailed => "re-snapshot failed: the balancer's peer.init returned an error",
+        Fault::FreshSelectError => "the selection on the fresh snapshot returned an error",
+    };
+    format!(
+        "{MARKER}{}upstream \"{upstream}\": {what}",
+        protocol.log_prefix()
+    )
 }
 
 /// `[warn]` at configuration: the directive in an upstream without `zone`.
@@ -87,6 +100,25 @@ pub fn no_zone(
         "\"{directive}\" has no effect in {}upstream \"{upstream}\" without \"zone\": \
          there is no peer-list generation to follow in {file}:{line}",
         protocol.log_prefix()
+    )
+}
+
+/// `[warn]` at configuration: the directive at `http` or `stream` level,
+/// where no upstream takes it (the ones with a `zone` all have their own).
+pub fn top_level_unused(directive: &str, protocol: Protocol, file: &str, line: usize) -> String {
+    format!(
+        "\"{directive}\" has no effect at {} level: no upstream without its own \
+         \"{directive}\" has \"zone\" in {file}:{line}",
+        protocol.label()
+    )
+}
+
+/// `[emerg]` at configuration: the status handler and another content
+/// handler in one location, where only one could answer.
+pub fn status_conflict(directive: &str, location: &str) -> String {
+    format!(
+        "\"{directive}\" and another content handler (such as \"proxy_pass\") \
+         in location \"{location}\": only one can answer"
     )
 }
 
@@ -116,7 +148,8 @@ mod tests {
                 Failure::Observed { from: 5, to: 6 },
             ),
             be(NoLiveCause::Generation, Failure::StillMoving { max: 2 }),
-            be(NoLiveCause::Generation, Failure::ReinitFailed),
+            errored(Protocol::Http, "be", Fault::ReinitFailed),
+            errored(Protocol::Http, "be", Fault::FreshSelectError),
             be(
                 NoLiveCause::Unavailable,
                 Failure::FreshListRefused { at: 6 },
@@ -124,6 +157,19 @@ mod tests {
             be(NoLiveCause::Unavailable, Failure::NotGeneration),
             be(NoLiveCause::Empty, Failure::NotGeneration),
             no_zone(DIRECTIVE, Protocol::Http, "NAME", "FILE", 0).replace(":0", ":LINE"),
+            top_level_unused(DIRECTIVE, Protocol::Http, "FILE", 0).replace(":0", ":LINE"),
+            format!(
+                "{} in FILE:LINE",
+                crate::directive::warning(
+                    &["off", "max=3"],
+                    crate::directive::Resnapshot {
+                        enabled: false,
+                        max: 3
+                    }
+                )
+                .unwrap()
+            ),
+            status_conflict(crate::directive::STATUS_DIRECTIVE, "/status"),
             zone_full(512, Protocol::Http, "NAME"),
         ]
     }
@@ -138,12 +184,21 @@ mod tests {
                 "generation_retry: upstream \"be\": cause=generation, generation 5 -> 6, observe only",
                 "generation_retry: upstream \"be\": cause=generation, \
                  generation still moving after 2 re-snapshots (max=2)",
-                "generation_retry: upstream \"be\": cause=generation, re-snapshot failed",
+                "generation_retry: upstream \"be\": re-snapshot failed: \
+                 the balancer's peer.init returned an error",
+                "generation_retry: upstream \"be\": \
+                 the selection on the fresh snapshot returned an error",
                 "generation_retry: upstream \"be\": cause=unavailable, after re-snapshot at generation 6",
                 "generation_retry: upstream \"be\": cause=unavailable",
                 "generation_retry: upstream \"be\": cause=empty",
                 "\"generation_retry_resnapshot\" has no effect in upstream \"NAME\" without \"zone\": \
                  there is no peer-list generation to follow in FILE:LINE",
+                "\"generation_retry_resnapshot\" has no effect at http level: no upstream without \
+                 its own \"generation_retry_resnapshot\" has \"zone\" in FILE:LINE",
+                "\"max=3\" has no effect with \"off\" in \"generation_retry_resnapshot\" directive, \
+                 \"off\" never re-snapshots in FILE:LINE",
+                "\"generation_retry_status\" and another content handler (such as \"proxy_pass\") \
+                 in location \"/status\": only one can answer",
                 "generation_retry: counters zone is full (512 upstreams); \
                  http upstream \"NAME\" is not counted until restart",
             ]
@@ -177,7 +232,6 @@ mod tests {
             for why in [
                 Failure::NotGeneration,
                 Failure::Observed { from: 1, to: 2 },
-                Failure::ReinitFailed,
                 Failure::FreshListRefused { at: 2 },
                 Failure::StillMoving { max: 2 },
             ] {

@@ -51,8 +51,10 @@ pub trait Balancer {
     /// Selects a peer with the current balancer state.
     fn select(&mut self) -> Selection;
     /// Replaces the balancer state with a fresh one (the upstream's own
-    /// `peer.init` again). On `false` the previous state is in place again.
-    fn reinit(&mut self) -> bool;
+    /// `peer.init` again). On `Err(rc)` the previous state is in place
+    /// again, and `rc` is the error code to answer with (what nginx answers
+    /// a failed `peer.init` with).
+    fn reinit(&mut self) -> Result<(), isize>;
     /// The request's remaining tries (`pc->tries`).
     fn tries(&self) -> usize;
     fn set_tries(&mut self, tries: usize);
@@ -65,19 +67,26 @@ pub enum Failure {
     NotGeneration,
     /// `off`: counted, not rescued.
     Observed { from: usize, to: usize },
-    /// The fresh `peer.init` failed; the previous state was put back.
-    ReinitFailed,
     /// The fresh list itself had nothing usable.
     FreshListRefused { at: usize },
     /// Still moving after `max` re-snapshots.
     StillMoving { max: u32 },
 }
 
+/// Why a generation-busy selection ended in an error: not `no live
+/// upstreams`, but what nginx answers the balancer's own failure with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The fresh `peer.init` failed; the previous state was put back.
+    ReinitFailed,
+    /// The selection on the fresh snapshot returned an error.
+    FreshSelectError,
+}
+
 /// The outcome of one selection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// nginx gets the balancer's answer unchanged: a peer, or an error.
-    /// Also a non-busy error from a fresh selection.
     Pass(Selection),
     /// A generation-busy selection turned into a peer on a fresh snapshot.
     Rescued {
@@ -87,6 +96,10 @@ pub enum Outcome {
     },
     /// `no live upstreams` (nginx gets `NGX_BUSY`).
     Failed { cause: NoLiveCause, why: Failure },
+    /// A generation-busy selection whose re-snapshot met an error: nginx
+    /// gets `code` (an error code), as it would from the balancer itself.
+    /// Counted as failed, not as `no live upstreams`.
+    Errored { fault: Fault, code: isize },
 }
 
 /// Counter increments one selection produced.
@@ -205,10 +218,16 @@ impl Snapshot {
             // peer.init sets tries to the list's size, which would undo the
             // proxy_next_upstream_tries clamp: keep what the request had.
             b.set_tries(tries);
-            if !fresh {
+            if let Err(code) = fresh {
                 self.generation = before;
                 tally.add(Counter::Failed);
-                return Decision::failed(tally, NoLiveCause::Generation, Failure::ReinitFailed);
+                return Decision {
+                    outcome: Outcome::Errored {
+                        fault: Fault::ReinitFailed,
+                        code,
+                    },
+                    tally,
+                };
             }
 
             match b.select() {
@@ -223,9 +242,13 @@ impl Snapshot {
                         tally,
                     };
                 }
-                Selection::Error(rc) => {
+                Selection::Error(code) => {
+                    tally.add(Counter::Failed);
                     return Decision {
-                        outcome: Outcome::Pass(Selection::Error(rc)),
+                        outcome: Outcome::Errored {
+                            fault: Fault::FreshSelectError,
+                            code,
+                        },
                         tally,
                     };
                 }

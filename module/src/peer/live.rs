@@ -59,9 +59,10 @@ impl<P: Proto> Balancer for Live<'_, P> {
     /// connection's callbacks are the inner init's until the wrapper
     /// re-installs itself when the selection ends (`get_peer`): between the
     /// two only the inner `get` runs, and no balancer's `get` reads them.
-    fn reinit(&mut self) -> bool {
+    fn reinit(&mut self) -> Result<(), isize> {
+        let error = Status::NGX_ERROR.into();
         let Some(original) = self.original else {
-            return false;
+            return Err(error);
         };
         // SAFETY: pc is &r->upstream->peer of a live request. Round-robin
         // reuses a non-NULL peer.data as its own state: clear it.
@@ -87,7 +88,12 @@ impl<P: Proto> Balancer for Live<'_, P> {
                 "previous state kept"
             }
         );
-        ok
+        match (ok, rc) {
+            (true, _) => Ok(()),
+            // An init that "succeeded" without a usable state is an error.
+            (false, rc) if rc == Status::NGX_OK.into() => Err(error),
+            (false, rc) => Err(rc),
+        }
     }
 
     fn tries(&self) -> usize {

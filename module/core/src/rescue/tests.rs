@@ -66,7 +66,7 @@ impl Balancer for Fake {
             Step::BusySame => Selection::Busy,
         }
     }
-    fn reinit(&mut self) -> bool {
+    fn reinit(&mut self) -> Result<(), isize> {
         self.reinit_calls += 1;
         // Like round-robin's init: tries becomes the list's size, which the
         // rule must undo; a failed init may have written it too.
@@ -74,8 +74,10 @@ impl Balancer for Fake {
         let ok = self.reinits.pop_front().unwrap_or(true);
         if ok {
             self.fresh_states += 1;
+            Ok(())
+        } else {
+            Err(-1)
         }
-        ok
     }
     fn tries(&self) -> usize {
         self.tries
@@ -296,32 +298,42 @@ fn a_failed_reinit_rolls_back_and_keeps_the_tries() {
     let (s, d) = run(&mut f, ON, 1);
     assert_eq!(
         d.outcome,
-        Outcome::Failed {
-            cause: NoLiveCause::Generation,
-            why: Failure::ReinitFailed
+        Outcome::Errored {
+            fault: Fault::ReinitFailed,
+            code: -1
         }
     );
     assert_eq!(s.generation, 7, "the old state's generation is back");
     assert_eq!(f.tries, 1, "tries restored on the failure path too");
+    // Failed (busy = rescued + failed), but not a `no live upstreams`.
     assert_eq!(
         d.tally,
         tally(&[
             (Counter::BusyRetry, 1),
             (Counter::Resnapshots, 1),
             (Counter::Failed, 1),
-            (Counter::NoLiveGeneration, 1)
         ])
     );
 }
 
 #[test]
-fn a_non_busy_error_from_the_fresh_selection_is_passed_through() {
+fn a_non_busy_error_from_the_fresh_selection_is_passed_through_and_failed() {
     let mut f = Fake::new(&[Step::BusyMoved, Step::Give(ERROR)], &[]);
     let (_, d) = run(&mut f, ON, 1);
-    assert_eq!(d.outcome, Outcome::Pass(ERROR));
+    assert_eq!(
+        d.outcome,
+        Outcome::Errored {
+            fault: Fault::FreshSelectError,
+            code: -1
+        }
+    );
     assert_eq!(
         d.tally,
-        tally(&[(Counter::BusyRetry, 1), (Counter::Resnapshots, 1)])
+        tally(&[
+            (Counter::BusyRetry, 1),
+            (Counter::Resnapshots, 1),
+            (Counter::Failed, 1)
+        ])
     );
 }
 
@@ -405,10 +417,18 @@ fn check(f: &Fake, s: &Snapshot, d: &Decision, setting: Resnapshot, earlier: u32
         Outcome::Pass(sel) => {
             assert_ne!(sel, Selection::Busy, "{ctx}");
             assert_eq!(n(Counter::Rescued) + n(Counter::Failed), 0, "{ctx}");
-            // Only a fresh selection's error passes after a busy.
-            if busy == 1 {
-                assert!(matches!(sel, Selection::Error(_)), "{ctx}");
-            }
+            // Nothing passes after a busy: it is rescued, fails or errs.
+            assert_eq!(busy, 0, "{ctx}");
+        }
+        Outcome::Errored { fault, code } => {
+            assert!(setting.enabled && busy == 1, "{ctx}");
+            assert_eq!((n(Counter::Rescued), n(Counter::Failed)), (0, 1), "{ctx}");
+            assert_eq!(code, -1, "{ctx}");
+            assert_eq!(
+                fault == Fault::ReinitFailed,
+                f.fresh_states < f.reinit_calls,
+                "{ctx}"
+            );
         }
         Outcome::Rescued {
             from,
@@ -425,10 +445,7 @@ fn check(f: &Fake, s: &Snapshot, d: &Decision, setting: Resnapshot, earlier: u32
             assert_eq!(n(Counter::Failed), busy, "{ctx}");
             assert_eq!(n(Counter::Rescued), 0, "{ctx}");
             assert_eq!(why == Failure::NotGeneration, busy == 0, "{ctx}");
-            if matches!(
-                why,
-                Failure::Observed { .. } | Failure::StillMoving { .. } | Failure::ReinitFailed
-            ) {
+            if matches!(why, Failure::Observed { .. } | Failure::StillMoving { .. }) {
                 assert_eq!(cause, NoLiveCause::Generation, "{ctx}");
             }
         }

@@ -1,3 +1,6 @@
+//! Tests that stop an nginx worker in the middle of a peer selection with
+//! gdb ([`generation_retry_t::gdb`]), to reach what timing cannot.
+//!
 //! `max=N`: the list keeps moving while a request re-snapshots. With two
 //! workers, worker 0 re-resolves the name (nginx gives every `resolve`
 //! server to worker 0) while worker 1 serves the race; gdb stops worker 1
@@ -11,7 +14,7 @@
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use generation_retry_core::rescue::Failure;
+use generation_retry_core::rescue::{Failure, Fault};
 use generation_retry_t::accesslog::{Entry, Hop};
 use generation_retry_t::backend::{Backend, ADDR_A, ADDR_B};
 use generation_retry_t::dns::{Answer, DnsServer};
@@ -20,7 +23,7 @@ use generation_retry_t::load::{Client, Connection, Response};
 use generation_retry_t::memcheck::patience;
 use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::nginx::{Config, Flavor, Nginx};
-use generation_retry_t::scenario::NAME;
+use generation_retry_t::scenario::{Lab, Spec, NAME};
 use generation_retry_t::shared::{KEEPALIVE_LOCATION, UPSTREAM};
 
 /// One re-resolving peer with keepalive, two workers, each with its own
@@ -284,4 +287,125 @@ async fn max_is_how_many_times_a_moving_list_is_followed() {
     assert_eq!(s.count(Counter::Rescued), 1, "{s}");
     assert_eq!(s.count(Counter::Failed), 0, "{s}");
     run.nginx.finish();
+}
+
+/// The upstream's own `peer.init` (under keepalive's).
+const INIT: &str = "ngx_http_upstream_init_round_robin_peer";
+
+/// The race of `Lab::race_once` on one worker, with gdb making the
+/// `skip`+1-th call of `function` after the flip return `NGX_ERROR`, as an
+/// allocation failure inside it would. Returns the response's status and
+/// the status object afterwards.
+async fn race_with_fault(
+    function: &str,
+    skip: u32,
+) -> (u16, serde_json::Value, serde_json::Value, Lab) {
+    let lab = Lab::start_spec(Spec::single_peer(
+        Flavor::with_module(),
+        "",
+        "generation_retry_resnapshot on;",
+    ))
+    .await;
+    let worker = workers_of(&lab.nginx, 1).await[0];
+    lab.wait_proxying_to(ADDR_A, "/warm").await;
+    // Readiness probes may have met the list empty before it resolved.
+    let before = lab.status(UPSTREAM).await;
+    let hold = lab.backend.arm_hold();
+    let request = {
+        let c = lab.client.clone();
+        tokio::spawn(async move { c.get("/race").await })
+    };
+    let held = hold
+        .caught(patience(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert_eq!((held.addr, held.path.as_str()), (ADDR_A, "/race"));
+    let since = Instant::now();
+    lab.dns.set_a(NAME, ADDR_B);
+    lab.dns
+        .wait_answered(
+            NAME,
+            &Answer::A(vec![ADDR_B]),
+            since,
+            patience(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap();
+    lab.wait_proxying_to(ADDR_B, "/probe").await;
+
+    // From here the worker runs nothing but the race's retry.
+    let bp = Breakpoint::attach(worker, function, skip).await.unwrap();
+    held.close();
+    let stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
+    stopped.release_returning(-1).await.unwrap();
+    let r = request.await.unwrap();
+    let s = lab.status(UPSTREAM).await;
+    (r.status(), before, s, lab)
+}
+
+/// The workers' pids, in nginx's order, once the master has logged `n`.
+async fn workers_of(nginx: &Nginx, n: usize) -> Vec<libc::pid_t> {
+    let deadline = Instant::now() + patience(Duration::from_secs(10));
+    loop {
+        let pids: Vec<libc::pid_t> = nginx
+            .error_log()
+            .lines()
+            .filter_map(|l| l.split("start worker process ").nth(1))
+            .filter_map(|p| p.trim().parse().ok())
+            .collect();
+        if pids.len() >= n {
+            return pids;
+        }
+        assert!(Instant::now() < deadline, "{}", nginx.error_log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The checks both faults share: answered as nginx answers the balancer's
+/// own error (500, and no `no live upstreams`), counted as failed and by
+/// nothing else, with the module's line naming the fault.
+fn assert_errored(
+    status: u16,
+    before: &serde_json::Value,
+    s: &serde_json::Value,
+    lab: &Lab,
+    fault: Fault,
+) {
+    assert_eq!(status, 500, "{fault:?}: {s}");
+    assert_eq!(s.count(Counter::BusyRetry), 1, "{s}");
+    assert_eq!(s.count(Counter::Resnapshots), 1, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 0, "{s}");
+    assert_eq!(s.count(Counter::Failed), 1, "busy = rescued + failed: {s}");
+    for cause in NoLiveCause::ALL {
+        let counter = cause.counter();
+        assert_eq!(s.count(counter), before.count(counter), "{cause:?}: {s}");
+    }
+    let log = lab.nginx.error_log();
+    let line = log::errored(Protocol::Http, UPSTREAM, fault);
+    assert!(log.contains(&line), "no {line:?} in:\n{log}");
+    let race: Vec<&str> = log.lines().filter(|l| l.contains("/race")).collect();
+    assert!(
+        !race.iter().any(|l| l.contains("no live upstreams")),
+        "{race:#?}"
+    );
+}
+
+/// The balancer's `peer.init` fails when the module calls it again for the
+/// re-snapshot: the request is answered as nginx answers a failed
+/// `peer.init` (500), not as `no live upstreams`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_reinit_is_answered_as_nginx_answers_a_failed_init() {
+    let (status, before, s, lab) = race_with_fault(INIT, 0).await;
+    assert_errored(status, &before, &s, &lab, Fault::ReinitFailed);
+    lab.finish();
+}
+
+/// The selection on the fresh snapshot returns an error (not a peer, not a
+/// refusal): passed through as nginx would (500), and counted as failed, so
+/// busy = rescued + failed still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_error_from_the_fresh_selection_is_passed_through_and_counted() {
+    let (status, before, s, lab) = race_with_fault(SELECT, 1).await;
+    assert_errored(status, &before, &s, &lab, Fault::FreshSelectError);
+    lab.finish();
 }
