@@ -22,11 +22,13 @@ use crate::nginx::Nginx;
 use crate::scenario::status_object;
 
 mod arms;
+mod claims;
 mod http;
 mod report;
 mod stream;
 
 pub use arms::{Arm, Build, Dns, Protocol, Row};
+pub use claims::{Claim, Cmp};
 pub use report::{render_csv, render_svg, render_table, ArmResult};
 
 /// The knobs of a lab run.
@@ -158,6 +160,27 @@ async fn module_status(arm: Arm, client: &Client, protocol: &str) -> Option<Valu
     }
 }
 
+/// Where the load's counts start: the module's status object and the
+/// length of the error log once nginx is ready, before the faults and the
+/// load, so that readiness probes (which may meet the name not yet
+/// resolved, or the dead primaries) count in neither.
+struct Baseline {
+    status: Option<Value>,
+    /// Bytes of the error log up to its last complete line.
+    error_log_len: usize,
+}
+
+impl Baseline {
+    async fn take(arm: Arm, client: &Client, nginx: &Nginx, protocol: &str) -> Baseline {
+        let status = module_status(arm, client, protocol).await;
+        let log = nginx.error_log();
+        Baseline {
+            status,
+            error_log_len: log.rfind('\n').map_or(0, |i| i + 1),
+        }
+    }
+}
+
 /// What one request (session) of the load got.
 #[derive(Clone, Copy, Debug)]
 struct Outcome {
@@ -188,7 +211,10 @@ struct Observed {
     /// nginx's log lines of the load, as access log entries (a stream
     /// session's `$upstream_addr` has the same shapes).
     entries: Vec<Entry>,
+    /// The whole error log; the load's part starts at
+    /// `baseline.error_log_len`.
     error_log: String,
+    baseline: Baseline,
     /// When the DNS answer changed (seconds since the epoch).
     swaps: Vec<f64>,
     /// When the load started (seconds since the epoch).
@@ -226,11 +252,13 @@ fn summarise(arm: Arm, o: Observed) -> ArmResult {
             Some((e.msec - last) * 1000.0)
         })
         .collect();
-    let first_attempt_failures = errorlog::lines(&o.error_log)
+    let load_log = o.error_log.get(o.baseline.error_log_len..).unwrap_or("");
+    let first_attempt_failures = errorlog::lines(load_log)
         .iter()
         .filter(|l| l.level == "error" && errorlog::is_upstream_attempt_failure(l.message))
         .count();
-    let (rescued, busy, no_live_counts) = module_counts(o.status.as_ref());
+    let (rescued, busy, no_live_counts) =
+        module_counts(o.status.as_ref()).since(&module_counts(o.baseline.status.as_ref()));
     ArmResult {
         arm: arm.name().into(),
         requests: o.outcomes.len(),
@@ -246,11 +274,11 @@ fn summarise(arm: Arm, o: Observed) -> ArmResult {
             .count()
             .saturating_sub(t.two_hop_502 + t.one_hop_502),
         first_attempt_failures,
-        reloads: o.error_log.matches("reconfiguring").count(),
+        reloads: load_log.matches("reconfiguring").count(),
         swaps: o.swaps.len(),
         ms_after_swap,
         rescued,
-        rescued_logged: rescue_lines(&o.error_log),
+        rescued_logged: rescue_lines(load_log),
         busy,
         no_live: no_live_counts,
         p50_ms: percentile(&latencies, 0.50),
@@ -281,24 +309,48 @@ fn rescue_lines(error_log: &str) -> usize {
     error_log.lines().filter(|l| log::is_rescue_line(l)).count()
 }
 
-/// rescued, busy (first + retry) and no_live (generation, unavailable,
-/// empty) from the module's status object of the upstream.
-fn module_counts(status: Option<&Value>) -> (Option<u64>, Option<u64>, Option<[u64; 3]>) {
+/// The module's counts of an upstream: rescued, busy (first + retry) and
+/// no_live (generation, unavailable, empty); `None` without the module.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct ModuleCounts {
+    rescued: Option<u64>,
+    busy: Option<u64>,
+    no_live: Option<[u64; 3]>,
+}
+
+impl ModuleCounts {
+    /// The counts since `before` (counters only grow), as the summary's
+    /// three fields.
+    fn since(self, before: &ModuleCounts) -> (Option<u64>, Option<u64>, Option<[u64; 3]>) {
+        let minus = |a: Option<u64>, b: Option<u64>| a.map(|a| a.saturating_sub(b.unwrap_or(0)));
+        (
+            minus(self.rescued, before.rescued),
+            minus(self.busy, before.busy),
+            self.no_live.map(|n| {
+                let b = before.no_live.unwrap_or_default();
+                [0, 1, 2].map(|i| n[i].saturating_sub(b[i]))
+            }),
+        )
+    }
+}
+
+/// [`ModuleCounts`] from the module's status object of the upstream.
+fn module_counts(status: Option<&Value>) -> ModuleCounts {
     let Some(s) = status else {
-        return (None, None, None);
+        return ModuleCounts::default();
     };
     let busy = s
         .counter(Counter::BusyFirst)
         .zip(s.counter(Counter::BusyRetry));
     let [generation, unavailable, empty] = NoLiveCause::ALL.map(|c| s.counter(c.counter()));
-    (
-        s.counter(Counter::Rescued),
-        busy.map(|(a, b)| a + b),
-        generation
+    ModuleCounts {
+        rescued: s.counter(Counter::Rescued),
+        busy: busy.map(|(a, b)| a + b),
+        no_live: generation
             .zip(unavailable)
             .zip(empty)
             .map(|((g, u), e)| [g, u, e]),
-    )
+    }
 }
 
 fn epoch_now() -> f64 {
@@ -318,5 +370,25 @@ mod tests {
         assert_eq!(percentile(&v, 0.5), 51.0);
         assert_eq!(percentile(&v, 0.99), 99.0);
         assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn module_counts_are_the_loads() {
+        let before = ModuleCounts {
+            rescued: Some(1),
+            busy: Some(2),
+            no_live: Some([0, 0, 3]),
+        };
+        let after = ModuleCounts {
+            rescued: Some(5),
+            busy: Some(7),
+            no_live: Some([1, 0, 9]),
+        };
+        assert_eq!(after.since(&before), (Some(4), Some(5), Some([1, 0, 6])));
+        assert_eq!(
+            after.since(&ModuleCounts::default()),
+            (Some(5), Some(7), Some([1, 0, 9]))
+        );
+        assert_eq!(ModuleCounts::default().since(&before), (None, None, None));
     }
 }

@@ -1,11 +1,18 @@
-//! The lab, short, as assertions: under open-loop load with DNS swaps at
-//! every re-resolve and keepalive reclaim, stock shows 2-hop 502s, the
-//! module in `on` shows none, in `off` it counts exactly what stock-style
-//! nginx let fail, and no POST ever runs twice.
+//! The lab, short, as assertions: every arm of the lab's table runs under
+//! open-loop load with its faults and must show its row's claims and the
+//! generic ones of its kind (`lab::Claim`, the same check `cargo xtask lab`
+//! makes). The first test is the headline: stock shows 2-hop 502s, the
+//! module in `on` none, in `off` it counts exactly what stock-style nginx
+//! let fail, the patched nginx none, and no POST ever runs twice. The
+//! others run every other arm, so an arm added to the table is asserted
+//! here too.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use generation_retry_t::lab::{run_arm, Arm, ArmResult, Options};
+use generation_retry_t::lab::{render_table, run_arm, Arm, Options, Protocol};
+
+/// The headline arms.
+const HEADLINE: &[Arm] = &[Arm::Stock, Arm::ModuleOff, Arm::ModuleOn, Arm::Patched];
 
 fn options() -> Options {
     Options {
@@ -16,68 +23,55 @@ fn options() -> Options {
     }
 }
 
-async fn arm(a: Arm) -> ArmResult {
-    let r = run_arm(a, &options(), |_| {}).await;
-    assert_eq!(r.post_received_twice, 0, "{}: a POST ran twice", r.arm);
-    assert_eq!(
-        r.logged, r.requests,
-        "{}: the access log lacks requests, so its tallies are partial",
-        r.arm
+/// Runs `arms` one after another, prints their table, and fails naming
+/// every claim a run failed.
+async fn run_and_check(what: &str, arms: &[Arm]) {
+    assert!(!arms.is_empty(), "{what}: no arm to run");
+    let opts = options();
+    let started = Instant::now();
+    let mut results = Vec::new();
+    let mut failed = Vec::new();
+    for a in arms {
+        let r = run_arm(*a, &opts, |_| {}).await;
+        failed.extend(a.check(&r, &opts));
+        results.push(r);
+    }
+    eprintln!(
+        "{what}: {} arms in {:.0} s\n{}",
+        arms.len(),
+        started.elapsed().as_secs_f64(),
+        render_table(&results)
     );
-    assert!(r.post_sent > 0, "{}: no POST was sent", r.arm);
     assert!(
-        r.swaps >= 3,
-        "{}: only {} DNS swaps: the fault did not run",
-        r.arm,
-        r.swaps
+        failed.is_empty(),
+        "{what}: claims failed:\n{}\n{results:#?}",
+        failed.join("\n")
     );
-    assert!(
-        r.first_attempt_failures >= 20,
-        "{}: only {} first-attempt failures: the reclaim fault did not run",
-        r.arm,
-        r.first_attempt_failures
-    );
-    r
+}
+
+/// The arms of `protocol` not in [`HEADLINE`], in table order.
+fn others(protocol: Protocol) -> Vec<Arm> {
+    Arm::ALL
+        .iter()
+        .copied()
+        .filter(|a| !HEADLINE.contains(a) && a.row().protocol == protocol)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lab_short_run_stock_vs_module() {
-    let stock = arm(Arm::Stock).await;
-    assert!(
-        stock.two_hop_502 > 0,
-        "stock showed no 2-hop 502: the race was not provoked, so this run proves nothing: {stock:?}"
-    );
+    run_and_check("headline arms", HEADLINE).await;
+}
 
-    let off = arm(Arm::ModuleOff).await;
-    assert!(
-        off.two_hop_502 > 0,
-        "module-off: the race was not provoked: {off:?}"
-    );
-    assert_eq!(
-        off.busy,
-        Some((off.two_hop_502 + off.one_hop_502) as u64),
-        "module-off's busy counter must equal the no-live 502s in its access log: {off:?}"
-    );
-    assert_eq!(off.rescued, Some(0));
+/// The workarounds (`max_fails=0`, `backup`, `@retry_once`), the two
+/// controls and the two sibling causes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lab_short_run_other_http_arms() {
+    run_and_check("other http arms", &others(Protocol::Http)).await;
+}
 
-    let on = arm(Arm::ModuleOn).await;
-    assert_eq!(on.two_hop_502, 0, "module-on: {on:?}");
-    assert_eq!(on.one_hop_502, 0, "module-on: {on:?}");
-    assert_eq!(on.no_live.map(|n| n[0]), Some(0), "module-on: {on:?}");
-    // Not only no 502: every GET got its 200 (a refusal turned into a 500,
-    // a 504 or a reset would show here).
-    assert_eq!(on.retryable_failed, 0, "module-on: {on:?}");
-    assert!(
-        on.rescued.unwrap_or(0) > 0,
-        "module-on rescued nothing: the race was not provoked: {on:?}"
-    );
-    let patched = arm(Arm::Patched).await;
-    assert_eq!(patched.two_hop_502, 0, "patched: {patched:?}");
-    assert_eq!(patched.one_hop_502, 0, "patched: {patched:?}");
-    assert_eq!(patched.retryable_failed, 0, "patched: {patched:?}");
-
-    eprintln!(
-        "{}",
-        generation_retry_t::lab::render_table(&[stock, off, on, patched])
-    );
+/// The stream arms: stock, the module on, the patched nginx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lab_short_run_stream_arms() {
+    run_and_check("stream arms", &others(Protocol::Stream)).await;
 }

@@ -3,6 +3,7 @@
 
 use std::net::Ipv4Addr;
 
+use super::claims::{Claim, Cmp};
 use crate::dns::Answer;
 use crate::nginx::Flavor;
 
@@ -82,6 +83,10 @@ pub struct Row {
     pub retry_once: bool,
     /// Whether `--quick` runs it.
     pub quick: bool,
+    /// What a run of it must show besides the generic claims of its kind
+    /// (see `claims.rs`); a claim about a figure a generic claim covers
+    /// replaces that one.
+    pub claims: &'static [Claim],
 }
 
 /// The seed's HTTP setting, stock: every fault, nothing added.
@@ -95,6 +100,7 @@ const HTTP: Row = Row {
     upstream_line: "",
     retry_once: false,
     quick: false,
+    claims: &[],
 };
 
 /// The stream setting, stock: the dead primaries, the backup swapping.
@@ -127,50 +133,158 @@ macro_rules! arms {
 }
 
 arms! {
-    /// Stock nginx 1.28.0, the seed's configuration.
-    Stock => Row { name: "stock", quick: true, ..HTTP },
-    /// Stock with `max_fails=0` (the seed: no effect).
-    StockMaxFails0 => Row { name: "stock+max_fails=0", server_params: " max_fails=0", ..HTTP },
-    /// Stock with a `backup` server (the seed: no effect, busy skips backup).
+    /// Stock nginx 1.28.0, the seed's configuration: the race's 2-hop 502s,
+    /// each within the reclaim delay of a swap.
+    Stock => Row {
+        name: "stock",
+        quick: true,
+        claims: &[Claim::TwoHop502(Cmp::Positive), Claim::NoLiveSoonAfterSwap],
+        ..HTTP
+    },
+    /// Stock with `max_fails=0` (the seed: no effect): the 2-hop 502s
+    /// remain.
+    StockMaxFails0 => Row {
+        name: "stock+max_fails=0",
+        server_params: " max_fails=0",
+        claims: &[Claim::TwoHop502(Cmp::Positive), Claim::NoLiveSoonAfterSwap],
+        ..HTTP
+    },
+    /// Stock with a `backup` server (the seed: worse): the single primary
+    /// is no longer `single`, so one reclaimed request marks it failed
+    /// (max_fails=1) and, the backup failing too, every request is refused
+    /// at its first selection until the next swap brings a fresh peer. So
+    /// most requests are 1-hop 502s, and few reach the reclaim fault: one
+    /// at least per fresh peer.
     StockBackup => Row {
         name: "stock+backup",
         upstream_line: "server 127.0.0.4:${BPORT} backup;",
+        claims: &[
+            Claim::OneHop502(Cmp::Majority),
+            Claim::FirstAttemptFailures(Cmp::OnePerSwap),
+        ],
         ..HTTP
     },
-    /// Stock with the seed's `error_page 502 = @retry_once` workaround.
-    StockRetryOnce => Row { name: "stock+@retry_once", retry_once: true, ..HTTP },
-    /// The module, `off`: observe only.
-    ModuleOff => Row { name: "module-off", build: Build::Module("off"), quick: true, ..HTTP },
-    /// The module, `on`.
-    ModuleOn => Row { name: "module-on", build: Build::Module("on"), quick: true, ..HTTP },
-    /// nginx with the core patch, no module.
-    Patched => Row { name: "patched", build: Build::Patched, quick: true, ..HTTP },
-    /// Control: DNS alternation alone, no reclaim.
-    AlternationOnly => Row { name: "control:alternation-only", reclaim: false, ..HTTP },
-    /// Control: reclaim alone, fixed address.
-    ReclaimOnly => Row { name: "control:reclaim-only", dns: Dns::Steady, ..HTTP },
+    /// Stock with the seed's `error_page 502 = @retry_once` workaround: a
+    /// second pass hides the 2-hop 502s, and every GET is answered.
+    StockRetryOnce => Row {
+        name: "stock+@retry_once",
+        retry_once: true,
+        claims: &[
+            Claim::TwoHop502(Cmp::Zero),
+            Claim::OneHop502(Cmp::Zero),
+            Claim::EveryGetOk,
+        ],
+        ..HTTP
+    },
+    /// The module, `off`: observe only. Stock's 2-hop 502s, each counted
+    /// as generation-busy and as `no_live` cause generation, none rescued.
+    ModuleOff => Row {
+        name: "module-off",
+        build: Build::Module("off"),
+        quick: true,
+        claims: &[
+            Claim::TwoHop502(Cmp::Positive),
+            Claim::BusyIsNoLive502,
+            Claim::NoLive { generation: Cmp::Positive, unavailable: Cmp::Zero, empty: Cmp::Zero },
+            Claim::NoLiveSoonAfterSwap,
+        ],
+        ..HTTP
+    },
+    /// The module, `on`: no no-live 502 of any shape or cause, every GET
+    /// answered, every generation-busy selection rescued.
+    ModuleOn => Row {
+        name: "module-on",
+        build: Build::Module("on"),
+        quick: true,
+        claims: &[
+            Claim::TwoHop502(Cmp::Zero),
+            Claim::OneHop502(Cmp::Zero),
+            Claim::EveryGetOk,
+            Claim::RescuedIsBusy,
+            Claim::NoLive { generation: Cmp::Zero, unavailable: Cmp::Zero, empty: Cmp::Zero },
+        ],
+        ..HTTP
+    },
+    /// nginx with the core patch, no module: no no-live 502, every GET
+    /// answered.
+    Patched => Row {
+        name: "patched",
+        build: Build::Patched,
+        quick: true,
+        claims: &[Claim::TwoHop502(Cmp::Zero), Claim::OneHop502(Cmp::Zero), Claim::EveryGetOk],
+        ..HTTP
+    },
+    /// Control: DNS alternation alone, no reclaim: no failure at all (and,
+    /// generic, no first-attempt failure).
+    AlternationOnly => Row {
+        name: "control:alternation-only",
+        reclaim: false,
+        claims: &[Claim::EveryRequestOk],
+        ..HTTP
+    },
+    /// Control: reclaim alone, fixed address: nginx's retry rescues every
+    /// GET, no no-live 502 (and, generic, no swap).
+    ReclaimOnly => Row {
+        name: "control:reclaim-only",
+        dns: Dns::Steady,
+        claims: &[Claim::TwoHop502(Cmp::Zero), Claim::OneHop502(Cmp::Zero), Claim::EveryGetOk],
+        ..HTTP
+    },
     /// Sibling family: the name briefly answers two records (max_fails
-    /// wipe-out), module on to show the cause.
+    /// wipe-out), module on to show the cause: every no-live 502 is
+    /// `unavailable`, none `generation`.
     TwoRecords => Row {
         name: "sibling:two-records",
         build: Build::Module("on"),
         dns: Dns::TwoRecords,
+        claims: &[Claim::NoLive {
+            generation: Cmp::Zero,
+            unavailable: Cmp::Positive,
+            empty: Cmp::Zero,
+        }],
         ..HTTP
     },
-    /// Sibling family: NXDOMAIN empties the list, module on.
+    /// Sibling family: NXDOMAIN empties the list, module on: every no-live
+    /// 502 is `empty`, none `generation`.
     NxDomain => Row {
         name: "sibling:nxdomain",
         build: Build::Module("on"),
         dns: Dns::NxDomain,
+        claims: &[Claim::NoLive {
+            generation: Cmp::Zero,
+            unavailable: Cmp::Zero,
+            empty: Cmp::Positive,
+        }],
         ..HTTP
     },
     /// Stream (TCP), stock: sessions through an upstream whose primary is
-    /// a dead peer (connects time out) and whose backup re-resolves.
-    StreamStock => Row { name: "stream:stock", ..STREAM },
-    /// Stream, the module `on`.
-    StreamModuleOn => Row { name: "stream:module-on", build: Build::Module("on"), ..STREAM },
-    /// Stream, the patched nginx.
-    StreamPatched => Row { name: "stream:patched", build: Build::Patched, ..STREAM },
+    /// a dead peer (connects time out) and whose backup re-resolves; a
+    /// retry that meets a changed generation fails (2-hop).
+    StreamStock => Row {
+        name: "stream:stock",
+        claims: &[Claim::TwoHop502(Cmp::Positive)],
+        ..STREAM
+    },
+    /// Stream, the module `on`: no no-live failure, every generation-busy
+    /// selection rescued.
+    StreamModuleOn => Row {
+        name: "stream:module-on",
+        build: Build::Module("on"),
+        claims: &[
+            Claim::TwoHop502(Cmp::Zero),
+            Claim::OneHop502(Cmp::Zero),
+            Claim::RescuedIsBusy,
+            Claim::NoLive { generation: Cmp::Zero, unavailable: Cmp::Zero, empty: Cmp::Zero },
+        ],
+        ..STREAM
+    },
+    /// Stream, the patched nginx: no no-live failure.
+    StreamPatched => Row {
+        name: "stream:patched",
+        build: Build::Patched,
+        claims: &[Claim::TwoHop502(Cmp::Zero), Claim::OneHop502(Cmp::Zero)],
+        ..STREAM
+    },
 }
 
 impl Arm {

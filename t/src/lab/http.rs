@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 
 use super::{
-    module_status, open_loop, summarise, Arm, ArmResult, Observed, Options, Outcome, Posts,
+    module_status, open_loop, summarise, Arm, ArmResult, Baseline, Observed, Options, Outcome,
+    Posts,
 };
 use crate::backend::{Backend, ADDR_A, ADDR_B};
 use crate::dns::DnsServer;
@@ -36,6 +37,7 @@ pub(super) async fn run(
     let nginx = Nginx::start(&config(arm, opts, &dns, &backend));
     let client = Client::new(nginx.url(""));
     wait_ready(&client).await;
+    let baseline = Baseline::take(arm, &client, &nginx, "http").await;
 
     if let Some(schedule) = row.dns.schedule(ADDR_A, ADDR_B) {
         dns.set(NAME, schedule);
@@ -93,6 +95,7 @@ pub(super) async fn run(
             status_502: sent.iter().filter(|s| s.response.status() == 502).count(),
             entries,
             error_log,
+            baseline,
             swaps,
             start_wall,
             status,

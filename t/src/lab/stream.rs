@@ -10,11 +10,13 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::{
-    module_status, open_loop, summarise, Arm, ArmResult, Observed, Options, Outcome, Posts,
+    module_status, open_loop, summarise, Arm, ArmResult, Baseline, Observed, Options, Outcome,
+    Posts,
 };
 use crate::accesslog::{parse_upstream_addr, Entry};
 use crate::dns::DnsServer;
 use crate::load::Client;
+use crate::memcheck;
 use crate::nginx::{free_port, Config, Nginx};
 use crate::shared::{status_server, UPSTREAM};
 use crate::stream::{
@@ -41,6 +43,7 @@ pub(super) async fn run(
     let client = Client::new(nginx.url(""));
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, sport));
     wait_ready(addr).await;
+    let baseline = Baseline::take(arm, &client, &nginx, "stream").await;
     if let Some(schedule) = arm.row().dns.schedule(OLD, NEW) {
         dns.set(NAME, schedule);
     }
@@ -74,6 +77,7 @@ pub(super) async fn run(
             status_502: logged.iter().filter(|e| e.status == 502).count(),
             entries: logged.iter().map(as_entry).collect(),
             error_log,
+            baseline,
             swaps,
             start_wall,
             status,
@@ -130,20 +134,29 @@ async fn wait_ready(addr: SocketAddr) {
     }
 }
 
-/// The stream log's lines of the load's `sessions` (from `start_wall` on).
-/// Every session is logged when it closes; the last ones get a moment.
+/// The stream log's lines of the load's `sessions` (those that ended from
+/// `start_wall` on). nginx logs a session when it closes; the client gives
+/// up on a session after 10 s, but nginx may still be connecting to a dead
+/// primary then (2 s each, then the backup), so the last lines get up to
+/// [`TAIL`] more.
 async fn logged_sessions(nginx: &Nginx, sessions: usize, start_wall: f64) -> Vec<StreamEntry> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut entries = parse_stream_log(&nginx.stream_log());
-    while entries.len() < sessions + 1 && Instant::now() < deadline {
+    let deadline = Instant::now() + memcheck::patience(TAIL);
+    loop {
+        let entries: Vec<StreamEntry> = parse_stream_log(&nginx.stream_log())
+            .into_iter()
+            .filter(|e| e.msec >= start_wall)
+            .collect();
+        if entries.len() >= sessions || Instant::now() >= deadline {
+            return entries;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
-        entries = parse_stream_log(&nginx.stream_log());
     }
-    entries
-        .into_iter()
-        .filter(|e| e.msec >= start_wall)
-        .collect()
 }
+
+/// How long after the load's last session ends on the client's side its
+/// log line may come: every dead primary's connect timeout and the
+/// backup's answer.
+const TAIL: Duration = Duration::from_secs(2 * HOLES as u64 + 4);
 
 /// A session's log line as an access log entry: its `$upstream_addr` has
 /// the same shapes (`be` for a refused first selection, `ADDR, be` for a
