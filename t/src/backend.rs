@@ -105,6 +105,8 @@ struct State {
     tls: Option<TlsAcceptor>,
     /// TLS handshakes: (full, resumed).
     handshakes: Mutex<(u64, u64)>,
+    /// Per TLS connection (by [`Seen::conn`]): whether it resumed a session.
+    resumed_by_conn: Mutex<HashMap<u64, bool>>,
     conn_seq: AtomicU64,
     connections: Mutex<HashMap<Ipv4Addr, u64>>,
     seen: Mutex<Vec<Seen>>,
@@ -212,6 +214,18 @@ impl Backend {
         *self.state.handshakes.lock().unwrap()
     }
 
+    /// Whether the TLS connection `conn` (as [`Seen::conn`] numbers it)
+    /// resumed a session: `None` for a plain connection, or one whose
+    /// handshake did not complete.
+    pub fn resumed(&self, conn: u64) -> Option<bool> {
+        self.state
+            .resumed_by_conn
+            .lock()
+            .unwrap()
+            .get(&conn)
+            .copied()
+    }
+
     /// Every request read so far.
     pub fn seen(&self) -> Vec<Seen> {
         self.state.seen.lock().unwrap().clone()
@@ -308,11 +322,15 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
                         return;
                     };
                     {
+                        let resumed =
+                            tls.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed);
                         let mut h = state.handshakes.lock().unwrap();
-                        match tls.get_ref().1.handshake_kind() {
-                            Some(HandshakeKind::Resumed) => h.1 += 1,
-                            _ => h.0 += 1,
+                        if resumed {
+                            h.1 += 1
+                        } else {
+                            h.0 += 1
                         }
+                        state.resumed_by_conn.lock().unwrap().insert(conn, resumed);
                     }
                     serve(tls, ip, conn, state).await
                 }

@@ -68,6 +68,13 @@ fn without_default_keepalive(servers: String, keepalive: bool, pre: &str, extra:
     }
 }
 
+/// The line the core patches of `nginx-src-patches/` log (`info`, on the
+/// request's or session's connection) when they re-snapshot: the patched
+/// nginx's counterpart of the module's rescue line.
+pub fn patched_rescue_line(upstream: &str) -> String {
+    format!("upstream \"{upstream}\" peers changed, selecting again")
+}
+
 /// What to start: nginx flavor, configuration template and its fill-ins.
 #[derive(Clone, Debug)]
 pub struct Spec {
@@ -431,6 +438,18 @@ impl Lab {
         assert!(raced_no_live.is_empty(), "{raced_no_live:#?}");
     }
 
+    /// The error.log lines of the request for `path` (every line nginx logs
+    /// for a request names it: `request: "GET /race/0 HTTP/1.1"`), in order.
+    pub fn request_errors(&self, path: &str) -> Vec<String> {
+        let marker = format!(" {path} HTTP/");
+        self.nginx
+            .error_log()
+            .lines()
+            .filter(|l| l.contains(&marker))
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Asserts the rescued shape: 200 from the new address, with
     /// `$upstream_addr` "OLD:P, NEW:P".
     pub fn assert_rescued(&self, race: &Race) {
@@ -557,4 +576,35 @@ pub struct Race {
     pub path: String,
     pub response: Response,
     pub entry: Entry,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`patched_rescue_line`] is what every version's http and stream
+    /// patch logs.
+    #[test]
+    fn the_patched_rescue_line_is_the_patches_own() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../nginx-src-patches");
+        let logged = patched_rescue_line("%V").replace('"', "\\\"");
+        let mut patches = 0;
+        for version in std::fs::read_dir(dir).expect("nginx-src-patches") {
+            let version = version.unwrap().path();
+            if !version.is_dir() {
+                continue;
+            }
+            for patch in std::fs::read_dir(&version).unwrap() {
+                let patch = patch.unwrap().path();
+                let text = std::fs::read_to_string(&patch).unwrap();
+                assert!(
+                    text.contains(&logged),
+                    "{} does not log {logged}",
+                    patch.display()
+                );
+                patches += 1;
+            }
+        }
+        assert!(patches >= 2, "no patches found in {dir}");
+    }
 }

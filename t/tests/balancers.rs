@@ -2,15 +2,23 @@
 //! `sticky` from 1.29.6 and `least_time` from 1.31.0), with and without
 //! keepalive, in either directive order, with backup servers: with
 //! `generation_retry_resnapshot on` each is rescued, and so is each by the
-//! patched nginx without the module.
+//! patched nginx without the module. Rescued means: 200 answered by hop 2,
+//! hop 2 on the re-resolved list (the new address, never the old one nor
+//! `be`), and the fix's own error.log line on the request (the module's
+//! rescue line naming hop 2, or the patch's `peers changed` line).
 //!
-//! One test per balancer and fix; its variants run concurrently, each with
+//! One test per balancer and fix; its rows run concurrently, each with
 //! its own nginx, DNS server and backend.
 
+use std::net::SocketAddr;
+
 use generation_retry_t::accesslog::Hop;
-use generation_retry_t::metrics::{Counter, StatusExt};
-use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{Lab, Spec};
+use generation_retry_t::backend::ADDR_C;
+use generation_retry_t::errorlog::NO_LIVE;
+use generation_retry_t::metrics::{log, Counter, Protocol, StatusExt};
+use generation_retry_t::nginx::{test_config, Config, Flavor};
+use generation_retry_t::scenario::{patched_rescue_line, Lab, Spec};
+use generation_retry_t::shared::UPSTREAM;
 use tokio::task::JoinSet;
 
 /// Which fix is under test.
@@ -20,99 +28,198 @@ enum Fix {
     Patched,
 }
 
-/// The variants of one balancer directive (`""` for round-robin).
-fn variants(balancer: &'static str, fix: Fix) -> Vec<(String, Spec)> {
-    let (flavor, on): (fn() -> Flavor, &str) = match fix {
-        Fix::Module => (Flavor::with_module, "generation_retry_resnapshot on;"),
-        Fix::Patched => (Flavor::patched, ""),
+impl Fix {
+    fn flavor(self) -> Flavor {
+        match self {
+            Fix::Module => Flavor::with_module(),
+            Fix::Patched => Flavor::patched(),
+        }
+    }
+}
+
+/// One row of a balancer's test.
+struct Row {
+    name: String,
+    spec: Spec,
+    /// The row has the static peer [`ADDR_C`] beside the re-resolving one
+    /// (two peers, no keepalive): a fresh snapshot holds it and the new
+    /// address, and the retry may pick either (its `tried` bitmap is new),
+    /// so hop 2 is one of the two. Without it hop 2 is the new address.
+    static_peer: bool,
+}
+
+/// The rows of one balancer directive (`""` for round-robin).
+fn variants(balancer: &'static str, fix: Fix) -> Vec<Row> {
+    let on = match fix {
+        Fix::Module => "generation_retry_resnapshot on;",
+        Fix::Patched => "",
+    };
+    let row = |name: &str, spec: Spec, static_peer| Row {
+        name: format!("[{balancer}] {name}"),
+        spec,
+        static_peer,
     };
     let mut v = vec![
-        (
-            format!("[{balancer}] keepalive after balancer, directive last"),
-            Spec::single_peer(flavor(), balancer, on),
+        row(
+            "keepalive after balancer, directive last",
+            Spec::single_peer(fix.flavor(), balancer, on),
+            false,
         ),
-        (
-            format!("[{balancer}] two peers, no keepalive"),
-            Spec::two_peers(flavor(), balancer, on),
+        row(
+            "two peers, no keepalive",
+            Spec::two_peers(fix.flavor(), balancer, on),
+            true,
         ),
     ];
     if matches!(fix, Fix::Module) {
-        v.push((
-            format!("[{balancer}] keepalive after balancer, directive first"),
-            Spec::single_peer(flavor(), &format!("{on} {balancer}"), ""),
+        v.push(row(
+            "keepalive after balancer, directive first",
+            Spec::single_peer(fix.flavor(), &format!("{on} {balancer}"), ""),
+            false,
         ));
     }
     if !balancer.is_empty() {
         // nginx 1.28 drops a keepalive placed before the balancer (with a
         // "load balancing method redefined" warning); the fix must not care
         // which of them ends up inside it.
-        v.push((
-            format!("[{balancer}] keepalive before balancer"),
-            Spec::two_peers(flavor(), "keepalive 16;", &format!("{balancer} {on}")),
+        v.push(row(
+            "keepalive before balancer",
+            Spec::two_peers(fix.flavor(), "keepalive 16;", &format!("{balancer} {on}")),
+            true,
         ));
     }
     if balancer.is_empty() || balancer.starts_with("least_conn") {
-        // hash, ip_hash and random refuse `backup`.
-        v.push((
-            format!("[{balancer}] with a backup server"),
+        // hash, ip_hash and random refuse `backup`. The backup is not
+        // tried while the new primary is up.
+        v.push(row(
+            "with a backup server",
             Spec::single_peer(
-                flavor(),
+                fix.flavor(),
                 balancer,
                 &format!("server 127.0.0.4:${{BPORT}} backup; {on}"),
             ),
+            false,
         ));
     }
     v
 }
 
-/// Runs one race per variant, concurrently, and fails with every problem.
+/// One race through a row, checked: a 200 answered by hop 2, hop 1 where
+/// the backend held the first attempt, hop 2 on the fresh list (the new
+/// address; or the static peer, in a row that has one), never the old
+/// address nor `be`; the fix's own line on the request (the module's
+/// rescue line naming hop 2, or the patch's line), once, and no `no live
+/// upstreams`; with the module, its counters. Returns every problem.
+async fn race_row(row: Row, fix: Fix) -> Result<(), String> {
+    let Row {
+        name,
+        spec,
+        static_peer,
+    } = row;
+    let mut lab = Lab::start_spec(spec).await;
+    let race = lab.race_once(0).await;
+    let mut problems = Vec::new();
+    if race.response.status() != 200 {
+        problems.push(format!("status {}", race.response.status()));
+    }
+    let first = lab.upstream_addr(race.first_hop);
+    let mut fresh = vec![lab.upstream_addr(race.new)];
+    if static_peer {
+        fresh.push(lab.upstream_addr(ADDR_C));
+    }
+    let second: Option<SocketAddr> = match race.entry.hops.as_slice() {
+        [Hop::Addr(a), Hop::Addr(b)] => {
+            if a.to_string() != first {
+                problems.push(format!(
+                    "hop 1 is {a}, the first attempt was held at {first}"
+                ));
+            }
+            if !fresh.contains(&b.to_string()) {
+                problems.push(format!("hop 2 is {b}, not on the fresh list {fresh:?}"));
+            }
+            if race.response.body != format!("{}\n", b.ip()) {
+                problems.push(format!(
+                    "hop 2 is {b} but {:?} answered",
+                    race.response.body
+                ));
+            }
+            Some(*b)
+        }
+        _ => {
+            problems.push(format!(
+                "$upstream_addr {:?}, not two addresses",
+                race.entry.upstream_addr()
+            ));
+            None
+        }
+    };
+
+    let lines = lab.request_errors(&race.path);
+    let line = match fix {
+        Fix::Module => log::rescued_marker(Protocol::Http, UPSTREAM),
+        Fix::Patched => patched_rescue_line(UPSTREAM),
+    };
+    let fix_lines: Vec<&String> = lines.iter().filter(|l| l.contains(&line)).collect();
+    if fix_lines.len() != 1 {
+        problems.push(format!("{} lines `{line}`, expected 1", fix_lines.len()));
+    }
+    if let (Fix::Module, Some(b), [l]) = (fix, second, fix_lines.as_slice()) {
+        let selected = format!("selected {b} on a fresh snapshot");
+        if !l.contains(&selected) {
+            problems.push(format!("the rescue line does not say `{selected}`"));
+        }
+    }
+    if lines.iter().any(|l| l.contains(NO_LIVE)) {
+        problems.push(format!("`{NO_LIVE}` for {}", race.path));
+    }
+    if matches!(fix, Fix::Module) {
+        let s = lab.status("be").await;
+        if s.count(Counter::Rescued) != 1
+            || s.count(Counter::BusyRetry) != 1
+            || s.count(Counter::Failed) != 0
+        {
+            problems.push(format!("counters {s}"));
+        }
+    }
+    let log = lab.nginx.error_log();
+    lab.finish();
+    if problems.is_empty() {
+        println!("{name}: $upstream_addr {:?}", race.entry.upstream_addr());
+        Ok(())
+    } else {
+        Err(format!(
+            "{name}: {} ($upstream_addr {:?})\n{log}",
+            problems.join("; "),
+            race.entry.upstream_addr()
+        ))
+    }
+}
+
+/// Races every row, concurrently, and fails with every problem; passes only
+/// when each row reported back, under its own name, with no problem.
 async fn run(balancer: &'static str, fix: Fix) {
+    let rows = variants(balancer, fix);
+    let mut expected: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
     let mut set = JoinSet::new();
-    for (name, spec) in variants(balancer, fix) {
+    for row in rows {
         set.spawn(async move {
-            let mut lab = Lab::start_spec(spec).await;
-            let race = lab.race_once(0).await;
-            let mut problems = Vec::new();
-            if race.response.status() != 200 {
-                problems.push(format!("status {}", race.response.status()));
-            }
-            let hops = &race.entry.hops;
-            let all_addrs = hops.iter().all(|h| matches!(h, Hop::Addr(_)));
-            if hops.len() != 2 || !all_addrs {
-                problems.push(format!("$upstream_addr {:?}", race.entry.upstream_addr()));
-            }
-            let first = lab.upstream_addr(race.first_hop);
-            if !race.entry.upstream_addr().starts_with(&first) {
-                problems.push(format!("first hop should be {first}"));
-            }
-            if matches!(fix, Fix::Module) {
-                let s = lab.status("be").await;
-                if s.count(Counter::Rescued) != 1
-                    || s.count(Counter::BusyRetry) != 1
-                    || s.count(Counter::Failed) != 0
-                {
-                    problems.push(format!("counters {s}"));
-                }
-            }
-            let log = lab.nginx.error_log();
-            lab.finish();
-            if problems.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("{name}: {}\n{log}", problems.join("; ")))
-            }
+            let name = row.name.clone();
+            (name, race_row(row, fix).await)
         });
     }
     let mut failures = Vec::new();
-    let mut passed = 0;
+    let mut passed = Vec::new();
     while let Some(r) = set.join_next().await {
-        match r.expect("variant task") {
-            Ok(()) => passed += 1,
-            Err(e) => failures.push(e),
+        match r.expect("row task") {
+            (name, Ok(())) => passed.push(name),
+            (_, Err(e)) => failures.push(e),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    assert!(passed >= 2);
+    passed.sort();
+    expected.sort();
+    assert_eq!(passed, expected, "every row must run and pass its checks");
+    println!("{} rows passed: {passed:#?}", passed.len());
 }
 
 macro_rules! balancer_tests {
@@ -140,14 +247,26 @@ balancer_tests! {
 }
 
 /// A balancer that only newer versions ship: its rows where the nginx under
-/// test has it, and a line saying it was left out where it has not.
+/// test has it; where it has not, proof of that (`nginx -t` calls the
+/// directive unknown), so a wrong version reading cannot skip the rows.
 async fn run_since(since: (u32, u32, u32), balancer: &'static str, fix: Fix) {
     let v = generation_retry_t::nginx::version();
-    if v < since {
-        println!("nginx {v:?} has no `{balancer}` (since {since:?}): no row to run");
+    if v >= since {
+        run(balancer, fix).await;
         return;
     }
-    run(balancer, fix).await;
+    let word = balancer.split_whitespace().next().expect("a directive");
+    let t = test_config(&Config::new(
+        fix.flavor(),
+        format!(
+            "upstream ${{UPSTREAM}} {{ zone ${{UPSTREAM}} 64k; server 127.0.0.2:1; {balancer} }}"
+        ),
+    ));
+    assert!(
+        !t.ok && t.stderr.contains(&format!("unknown directive \"{word}\"")),
+        "nginx {v:?} should not know `{balancer}` (since {since:?}): {t:?}"
+    );
+    println!("nginx {v:?} has no `{balancer}` (since {since:?}): no row to run");
 }
 
 macro_rules! newer_balancer_tests {
