@@ -14,10 +14,12 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use generation_retry_core::log;
 use generation_retry_core::metrics::{Counter, Counters, Protocol, UpstreamStats, COUNTERS};
+use generation_retry_core::zone::SlabLayout;
 use ngx::core::{Pool, Status};
 use ngx::ffi::{
-    ngx_conf_t, ngx_int_t, ngx_log_t, ngx_shared_memory_add, ngx_shm_zone_t, ngx_slab_calloc,
-    ngx_slab_pool_t, ngx_str_t, NGX_LOG_WARN,
+    ngx_conf_t, ngx_int_t, ngx_log_t, ngx_pagesize, ngx_shared_memory_add, ngx_shm_zone_t,
+    ngx_slab_calloc, ngx_slab_page_t, ngx_slab_pool_t, ngx_slab_stat_t, ngx_str_t, NGX_LOG_EMERG,
+    NGX_LOG_WARN,
 };
 use ngx::ngx_log_error;
 
@@ -111,6 +113,19 @@ pub(crate) unsafe fn slot_for(
 
 const ZONE_NAME: &str = "generation_retry";
 
+/// nginx's slab layout on this machine: its page size (set by
+/// `ngx_os_init` before the configuration is read) and slab structures.
+fn slab_layout() -> SlabLayout {
+    SlabLayout {
+        // SAFETY: written once by ngx_os_init at start-up, before any
+        // configuration is parsed; only read afterwards.
+        page: unsafe { ngx_pagesize },
+        pool_header: size_of::<ngx_slab_pool_t>(),
+        page_desc: size_of::<ngx_slab_page_t>(),
+        stat: size_of::<ngx_slab_stat_t>(),
+    }
+}
+
 /// The zone's tag: an address of this shared object, so that another
 /// module cannot take the name and both protocols find the same zone.
 static TAG: u8 = 0;
@@ -156,8 +171,7 @@ pub(crate) fn register(
         len: ZONE_NAME.len(),
         data: ZONE_NAME.as_ptr().cast_mut(),
     };
-    // The slab pool's header and page bookkeeping take a few pages.
-    let size = size_of::<Shared>() + 64 * 1024;
+    let size = slab_layout().zone_size(size_of::<Shared>());
     let tag = ptr::addr_of!(TAG).cast_mut().cast();
     // SAFETY: cf is the configuration being parsed; nginx copies nothing of
     // `name` but keeps the pointer, which is 'static.
@@ -243,6 +257,13 @@ unsafe fn init_shared(zone: &mut ngx_shm_zone_t, old: *mut c_void) -> Option<*mu
     // SAFETY: nginx initialised a slab pool at the start of the zone.
     let shared = unsafe { ngx_slab_calloc(pool, size_of::<Shared>()) } as *mut Shared;
     if shared.is_null() {
+        let line = log::zone_too_small(
+            ZONE_NAME,
+            zone.shm.size,
+            size_of::<Shared>(),
+            slab_layout().page,
+        );
+        ngx_log_error!(NGX_LOG_EMERG, zone.shm.log, "{}", line);
         return None;
     }
     // SAFETY: freshly zeroed memory of the right size; all-zero is a valid

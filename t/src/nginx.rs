@@ -101,10 +101,25 @@ pub struct ConfigTest {
 
 /// Runs `nginx -t` on a configuration.
 pub fn test_config(config: &Config) -> ConfigTest {
+    test_config_under(config, &[])
+}
+
+/// Runs `nginx -t` on a configuration under `wrapper` (a command and its
+/// arguments, nginx's command line following them), e.g. gdb in batch
+/// mode; nothing when empty.
+pub fn test_config_under(config: &Config, wrapper: &[&str]) -> ConfigTest {
     let prefix = fresh_prefix(config.flavor.name);
     let conf = prefix.join("nginx.conf");
     fs::write(&conf, config.render(&prefix, free_port())).unwrap();
-    let out = Command::new(&config.flavor.binary)
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(&config.flavor.binary);
+            cmd
+        }
+        None => Command::new(&config.flavor.binary),
+    };
+    let out = cmd
         .arg("-p")
         .arg(&prefix)
         .arg("-c")

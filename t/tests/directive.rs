@@ -1,6 +1,6 @@
 //! The module loads into nginx and `nginx -t` judges its directive.
 
-use generation_retry_t::nginx::{test_config, Config, Flavor};
+use generation_retry_t::nginx::{test_config, test_config_under, Config, Flavor};
 
 fn conf(http: &str) -> Config {
     Config::new(Flavor::with_module(), http)
@@ -369,4 +369,54 @@ fn a_module_built_for_another_version_is_refused_naming_both_versions() {
             t.stderr
         );
     }
+}
+
+/// When the counters do not fit in the module's zone, `nginx -t` fails
+/// with the module's `[emerg]` naming the zone, its size and the page size,
+/// not nginx's bare `ngx_slab_alloc() failed`. The zone is sized to fit
+/// (`generation_retry_core::zone`, whose unit tests cover 4, 16 and 64 KiB
+/// pages), so the shortage is forced: gdb makes the module's one slab
+/// allocation (the counters, larger than any other in this configuration)
+/// return NULL, as a zone too small for them would.
+#[test]
+fn counters_that_do_not_fit_fail_nginx_t_naming_the_zone() {
+    let config = conf(&format!(
+        "upstream be {{ zone be 64k; server 127.0.0.2:1; \
+         generation_retry_resnapshot on; }}\n{SERVER}"
+    ));
+    let t = test_config_under(
+        &config,
+        &[
+            "gdb",
+            "-q",
+            "-batch",
+            "-ex",
+            "break ngx_slab_calloc if size > 100000",
+            "-ex",
+            "run",
+            "-ex",
+            "return (void *) 0",
+            "-ex",
+            "continue",
+            "--args",
+        ],
+    );
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let head = "[emerg] generation_retry: shared zone \"generation_retry\" of ";
+    let tail = format!(" bytes cannot hold the counters (167952 bytes on {page}-byte pages)");
+    let size: usize = t
+        .stderr
+        .split_once(head)
+        .and_then(|(_, rest)| rest.split_once(&tail))
+        .and_then(|(size, _)| size.parse().ok())
+        .unwrap_or_else(|| panic!("expected `{head}SIZE{tail}`:\n{}", t.stderr));
+    // Whole pages: the bookkeeping's page(s), then the counters' pages.
+    assert_eq!(size % page, 0, "{size}");
+    assert!(
+        size >= 167_952_usize.next_multiple_of(page) + page,
+        "{size}"
+    );
+    assert!(t.stderr.contains("test failed"), "{}", t.stderr);
+    assert!(!t.stderr.contains("[alert]"), "{}", t.stderr);
 }

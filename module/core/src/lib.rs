@@ -8,3 +8,4 @@ pub mod directive;
 pub mod log;
 pub mod metrics;
 pub mod rescue;
+pub mod zone;

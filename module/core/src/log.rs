@@ -131,6 +131,19 @@ pub fn zone_full(slots: usize, protocol: Protocol, upstream: &str) -> String {
     )
 }
 
+/// `[emerg]`: the counters did not fit in the module's zone. The zone is
+/// sized from the page size and nginx's slab structures
+/// ([`crate::zone::SlabLayout`]), so this means nginx laid its slab pool out
+/// in a way the module does not know.
+pub fn zone_too_small(zone: &str, size: usize, payload: usize, page: usize) -> String {
+    format!(
+        "{MARKER}shared zone \"{zone}\" of {size} bytes cannot hold the counters \
+         ({payload} bytes on {page}-byte pages); the module sized it for this nginx's \
+         slab layout and it does not match: please report it with \"nginx -V\" \
+         and \"getconf PAGESIZE\""
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +184,7 @@ mod tests {
             ),
             status_conflict(crate::directive::STATUS_DIRECTIVE, "/status"),
             zone_full(512, Protocol::Http, "NAME"),
+            zone_too_small("generation_retry", 233_488, 167_952, 65_536),
         ]
     }
 
@@ -201,6 +215,10 @@ mod tests {
                  in location \"/status\": only one can answer",
                 "generation_retry: counters zone is full (512 upstreams); \
                  http upstream \"NAME\" is not counted until restart",
+                "generation_retry: shared zone \"generation_retry\" of 233488 bytes cannot hold \
+                 the counters (167952 bytes on 65536-byte pages); the module sized it for this \
+                 nginx's slab layout and it does not match: please report it with \"nginx -V\" \
+                 and \"getconf PAGESIZE\"",
             ]
         );
     }
