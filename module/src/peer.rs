@@ -187,8 +187,9 @@ unsafe extern "C" fn get_peer<P: Proto>(
     settle::<P>(pc, pd_ptr, decision)
 }
 
-/// A refused selection, out of the fast path: the wrapper back on top if a
-/// re-snapshot ran, the tally counted, the outcome logged and answered.
+/// A refused selection, out of the fast path: the tally counted, the
+/// outcome logged and answered. (A re-snapshot left the peer connection's
+/// callbacks as they were: `Live::reinit` puts the caller's chain back.)
 #[cold]
 #[inline(never)]
 fn settle<P: Proto>(
@@ -202,11 +203,6 @@ fn settle<P: Proto>(
     let (pc, data) = unsafe { (&mut *pc, &*pd) };
     // SAFETY: as in get_peer.
     let (uscf, conf) = unsafe { (&*data.upstream, &*data.conf) };
-    if pc.data != pd.cast() {
-        // A re-snapshot ran the inner init, which installed its own
-        // callbacks: the wrapper goes back on top, over the state kept.
-        install(pc, pd, &data.inner);
-    }
     if let Some(slot) = conf.slot() {
         for (counter, n) in decision.tally.iter() {
             slot.add(counter, n);

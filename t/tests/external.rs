@@ -41,6 +41,7 @@ fn flavor(dir: &str, name: &'static str) -> Flavor {
     Flavor {
         binary: external(&format!("{dir}sbin/nginx")),
         module: Some(external(&format!("{dir}modules/{MODULE_FILE}"))),
+        wrapped_by: None,
         name,
     }
 }
@@ -192,6 +193,7 @@ fn load(binary: &Path, module: Option<PathBuf>) -> nginx::ConfigTest {
     let flavor = Flavor {
         binary: binary.to_path_buf(),
         module,
+        wrapped_by: None,
         name: "load",
     };
     nginx::test_config(&Config::new(flavor, ""))

@@ -409,3 +409,47 @@ async fn an_error_from_the_fresh_selection_is_passed_through_and_counted() {
     assert_errored(status, &before, &s, &lab, Fault::FreshSelectError);
     lab.finish();
 }
+
+/// The change at a request's first selection (the 1-hop shape, which stock
+/// answers `502` with `$upstream_addr` "be"): worker 1 is stopped inside
+/// its first round-robin selection, before round-robin compares the
+/// generation; worker 0 applies a DNS change meanwhile; released, the
+/// selection is refused, the module re-snapshots and the request is
+/// answered by the new address in one hop, counted as a first-selection
+/// busy, a re-snapshot and a rescue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_change_at_the_first_selection_is_rescued_and_counted_as_first() {
+    let mut run = Run::start(1).await;
+    let workers = workers(&run.nginx).await;
+    let g0 = run.generation().await;
+    let bp = Breakpoint::attach(workers[1], SELECT, 0).await.unwrap();
+    let mut on_1 = run.on_1.take().unwrap();
+    let request = tokio::spawn(async move { on_1.get("/first").await });
+    let stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
+    run.flip(ADDR_B, g0).await;
+    stopped.release().await.unwrap();
+    let r = request.await.unwrap().unwrap();
+    assert_eq!(worker(&r), workers[1]);
+    assert_eq!(
+        (r.status(), r.body.as_str()),
+        (200, &*format!("{ADDR_B}\n"))
+    );
+    let entry = run.nginx.access_entries("/first", 1).await.remove(0);
+    assert_eq!(
+        entry.hops,
+        [Hop::Addr((ADDR_B, run.backend.port()).into())],
+        "{}",
+        entry.upstream_addr()
+    );
+    assert_eq!(entry.resnapshots, Some(1));
+    let s = status(&mut run.on_0).await;
+    assert_eq!(s.count(Counter::BusyFirst), 1, "{s}");
+    assert_eq!(s.count(Counter::BusyRetry), 0, "{s}");
+    assert_eq!(s.count(Counter::Resnapshots), 1, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+    assert_eq!(s.count(Counter::Failed), 0, "{s}");
+    let rescue = log::rescued_marker(Protocol::Http, UPSTREAM);
+    let log = run.nginx.error_log();
+    assert_eq!(log.matches(&rescue).count(), 1, "{log}");
+    run.nginx.finish();
+}

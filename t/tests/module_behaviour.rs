@@ -335,3 +335,63 @@ async fn http_level_applies_and_upstream_level_overrides() {
     assert_eq!(off.status("be").await["mode"], "off");
     off.finish();
 }
+
+/// A re-snapshot keeps the caller's chain: a second peer wrapper, loaded
+/// after ours and wrapping `peer.init` outside it (the test-only module of
+/// `t/wrap/`, as a third-party balancer module would), still sees every
+/// get and free of a rescued request, its rescued hop included, and the
+/// request is rescued through it. Before, the re-snapshot put this
+/// module's callbacks back on top of the peer connection, so the outer
+/// wrapper lost the rescued hop's free (and every call after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wrapper_outside_ours_sees_every_get_and_free_of_a_rescued_request() {
+    let mut lab = Lab::start_spec(Spec::single_peer(Flavor::with_module_wrapped(), "", ON)).await;
+    let calls = |lines: &[String], call: &str| {
+        lines
+            .iter()
+            .filter(|l| l.contains("[notice]") && l.contains(&format!("test_wrap: {call}")))
+            .count()
+    };
+    for i in 0..generation_retry_t::repeats(3) {
+        let race = lab.race_once(i).await;
+        lab.assert_rescued(&race);
+        let lines = lab.request_errors(&race.path);
+        assert_eq!(
+            [
+                calls(&lines, "init"),
+                calls(&lines, "get"),
+                calls(&lines, "free")
+            ],
+            [1, 2, 2],
+            "{}: the outer wrapper's init, then get and free of hop 1 and of the \
+             rescued hop 2: {lines:#?}",
+            race.path
+        );
+        assert_eq!(
+            lines.iter().filter(|l| log::is_rescue_line(l)).count(),
+            1,
+            "{lines:#?}"
+        );
+        // The same connection's next request goes through the wrapper too.
+        let after = format!("/after/{i}");
+        let r = lab.client.get(&after).await;
+        assert_eq!(r.status(), 200, "{r:?}");
+        let lines = lab.request_errors(&after);
+        assert_eq!(
+            [
+                calls(&lines, "init"),
+                calls(&lines, "get"),
+                calls(&lines, "free")
+            ],
+            [1, 1, 1],
+            "{after}: {lines:#?}"
+        );
+    }
+    let s = lab.status("be").await;
+    assert_eq!(
+        s.count(Counter::Rescued),
+        generation_retry_t::repeats(3) as u64,
+        "{s}"
+    );
+    lab.finish();
+}

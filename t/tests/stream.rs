@@ -253,3 +253,107 @@ fn the_shared_object_needs_no_stream_symbol_of_nginx() {
         .collect();
     assert!(stream.is_empty(), "stream symbols needed: {stream:?}");
 }
+
+/// A connection on `addr` that read its greeting: the backend's address,
+/// and the connection, held open until dropped.
+async fn greeted(addr: std::net::SocketAddr) -> (String, tokio::net::TcpStream) {
+    use tokio::io::AsyncBufReadExt;
+    let s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect to nginx");
+    let mut r = tokio::io::BufReader::new(s);
+    let mut line = String::new();
+    tokio::time::timeout(std::time::Duration::from_secs(5), r.read_line(&mut line))
+        .await
+        .expect("a greeting in time")
+        .expect("read the greeting");
+    (line.trim().to_string(), r.into_inner())
+}
+
+/// The balancer's connect notification goes through the wrapper: stream
+/// round-robin clears a recovered peer's failures when a connection to it
+/// is established (its `notify`), not only when the session ends. Peer A
+/// (`max_fails=1 fail_timeout=1s`) is refused once, so it is disabled; it
+/// comes back, and once a session reaches it again (the check after
+/// `fail_timeout`, held open), the sessions that follow are shared with it
+/// at once. Had the notification not reached round-robin, A would still
+/// count one failure while that session lasts and get none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connect_notification_reaches_the_balancer() {
+    use generation_retry_t::nginx::{Config, Nginx};
+    use generation_retry_t::stream::EchoBackend;
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    let a_ip = Ipv4Addr::new(127, 0, 0, 5);
+    let probe = std::net::TcpListener::bind((a_ip, 0)).expect("bind 127.0.0.5");
+    let a = probe.local_addr().unwrap();
+    drop(probe); // refused until the test listens again
+    let backend = EchoBackend::start().await;
+    let stream = format!(
+        "upstream sbe {{\n        zone sbe 64k;\n        \
+         server {a} max_fails=1 fail_timeout=1s;\n        \
+         server 127.0.0.4:{};\n        generation_retry_resnapshot on;\n    }}\n    \
+         server {{ listen 127.0.0.1:${{PORT}}; proxy_pass sbe; proxy_connect_timeout 2s; }}\n",
+        backend.port()
+    );
+    let nginx = Nginx::start(&Config::new(Flavor::with_module(), "").stream(stream));
+    let addr = nginx.addr();
+
+    // A refuses: disabled, and each such session is answered by B.
+    for _ in 0..4 {
+        let (from, _) = greeted(addr).await;
+        assert_eq!(from, "127.0.0.4");
+        if nginx
+            .error_log()
+            .contains("upstream server temporarily disabled")
+        {
+            break;
+        }
+    }
+    assert!(
+        nginx
+            .error_log()
+            .contains("upstream server temporarily disabled"),
+        "A was never tried:\n{}",
+        nginx.error_log()
+    );
+
+    // A is back; the first session to reach it after fail_timeout is held.
+    let listener = tokio::net::TcpListener::bind(a).await.expect("listen on A");
+    let accept = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let mut held = Vec::new();
+        while let Ok((mut s, _)) = listener.accept().await {
+            let _ = s.write_all(b"127.0.0.5\n").await;
+            held.push(s); // open until the test ends
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let check = loop {
+        let (from, conn) = greeted(addr).await;
+        if from == "127.0.0.5" {
+            break conn;
+        }
+        assert!(std::time::Instant::now() < deadline, "A never came back");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+
+    // With the check's session still open: shared between A and B.
+    let mut on_a = 0;
+    let mut conns = Vec::new();
+    for _ in 0..6 {
+        let (from, conn) = greeted(addr).await;
+        on_a += usize::from(from == "127.0.0.5");
+        conns.push(conn);
+    }
+    assert!(
+        on_a >= 2,
+        "{on_a} of 6 sessions reached A while the check's session was open: \
+         its failure was not cleared at connect (notify lost)\n{}",
+        nginx.error_log()
+    );
+    drop((check, conns));
+    accept.abort();
+    let _: SocketAddr = addr;
+    nginx.finish();
+}

@@ -4,6 +4,8 @@
 //! - `target/nginx/VERSION/stock/sbin/nginx`
 //! - `target/nginx/VERSION/patched/sbin/nginx` (see `patched.rs`)
 //! - `target/nginx/VERSION/modules/ngx_http_upstream_generation_retry_module.so`
+//! - `target/nginx/VERSION/modules/ngx_http_generation_retry_test_wrap_module.so`
+//!   (test-only, see `test_wrap.rs`)
 //!
 //! The default version (1.28.0) is built by nginx-sys from the nginx-src
 //! crate; the others from their source (`versions.rs`), configured with the
@@ -20,6 +22,7 @@ use serde_json::Value;
 
 use crate::patched::{self, StockBuild};
 use crate::prereq;
+use crate::test_wrap;
 use crate::tree::{copy_if_changed, files, fnv1a, nginx_tree};
 use crate::versions::{self, Selection, Which, DEFAULT, FLAGS, MATRIX};
 use crate::workspace::{cargo, root, run, target_dir, version_dir, Result};
@@ -85,6 +88,12 @@ fn build_vendored() -> Result<Built> {
     check_nginx(&stock_nginx, DEFAULT)?;
 
     let stock = StockBuild::read(&found.nginx_build_dir)?;
+    // nginx-sys runs make in the source tree, with objs elsewhere.
+    test_wrap::build(
+        &found.nginx_build_dir,
+        &stock.source,
+        &install.join("modules"),
+    )?;
     if stock.flags != FLAGS {
         return Err(format!(
             "nginx-src configured nginx with {:?}, not the flags every other version \
@@ -123,6 +132,7 @@ fn build_from_source(version: &str, user: Option<&Path>) -> Result<Built> {
     copy_if_changed(&objs.join("nginx"), &stock_nginx)?;
     check_nginx(&stock_nginx, &version)?;
     module_against(&objs, &stamp, &install.join("modules"))?;
+    test_wrap::build(&objs, &tree, &install.join("modules"))?;
 
     if patched::patch_dir(&version).is_dir() {
         let patched = patched::build(&version, &src.tree, &src.identity, &flags, &install)?;
@@ -211,22 +221,35 @@ pub fn cargo_build_against(objs: &Path) -> Result<PathBuf> {
     Ok(module)
 }
 
-struct CargoOutputs {
-    nginx_build_dir: PathBuf,
-    module: PathBuf,
+/// What a vendored build of the module left.
+pub struct CargoOutputs {
+    /// The `objs` of the nginx that nginx-sys built (and bound the module to).
+    pub nginx_build_dir: PathBuf,
+    /// The module's shared object.
+    pub module: PathBuf,
 }
 
 /// `cargo build --release` of the module, reading cargo's JSON messages for
 /// where nginx-sys built nginx and where the cdylib landed.
 fn cargo_build_module() -> Result<CargoOutputs> {
-    let mut child = cargo()
-        .args([
-            "build",
-            "--release",
-            "-p",
-            MODULE_PACKAGE,
-            "--message-format=json-render-diagnostics",
-        ])
+    cargo_build_module_in(&root(), None)
+}
+
+/// [`cargo_build_module`] in the workspace `dir` (a copy of this one), into
+/// the cargo target directory `target` (else cargo's own).
+pub fn cargo_build_module_in(dir: &Path, target: Option<&Path>) -> Result<CargoOutputs> {
+    let mut cmd = cargo();
+    cmd.current_dir(dir).args([
+        "build",
+        "--release",
+        "-p",
+        MODULE_PACKAGE,
+        "--message-format=json-render-diagnostics",
+    ]);
+    if let Some(target) = target {
+        cmd.arg("--target-dir").arg(target);
+    }
+    let mut child = cmd
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -271,6 +294,30 @@ fn is_package(msg: &Value, name: &str) -> bool {
     msg["package_id"]
         .as_str()
         .is_some_and(|id| id.contains(&format!("#{name}@")) || id.contains(&format!("/{name}#")))
+}
+
+/// The patched nginx of the default version from the patches in
+/// `patch_dir` (a copy of `nginx-src-patches/1.28.0`), built from the
+/// pristine tree and with the flags of the vendored nginx whose objs are
+/// `stock_objs`, installed in `install/patched/sbin/nginx`.
+pub fn patched_default_from(
+    patch_dir: &Path,
+    stock_objs: &Path,
+    install: &Path,
+) -> Result<PathBuf> {
+    let stock = StockBuild::read(stock_objs)?;
+    let identity = stock.source.to_string_lossy().into_owned();
+    let patches = patched::patches_in(patch_dir)?;
+    let nginx = patched::build_with(
+        DEFAULT,
+        &patches,
+        &stock.source,
+        &identity,
+        &stock.flags,
+        install,
+    )?;
+    check_nginx(&nginx, DEFAULT)?;
+    Ok(nginx)
 }
 
 /// `nginx -V` must say what the rest of the project assumes.

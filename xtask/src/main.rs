@@ -15,10 +15,13 @@
 //! - `valgrind`: the race scenarios and a short lab with nginx under
 //!   valgrind memcheck (`nginx-test` runs a subset).
 //! - `check`: rustfmt and clippy over the workspace (CI runs it first).
+//! - `mutants`: the mutation check: small deliberate faults in the module
+//!   and the patches, one at a time, each built and tested in a copy of the
+//!   repository; every one must be caught.
 //!
 //! The modules use one another one way only (a test below keeps it so):
-//! `nginx_test` > `debian`, `valgrind`, `external`, `for_nginx` > `build` >
-//! `patched`, `versions`, `prereq` > `tree` > `workspace`; `harness`
+//! `nginx_test`, `mutants` > `debian`, `valgrind`, `external`, `for_nginx` > `build` >
+//! `patched`, `versions`, `prereq`, `test_wrap` > `tree` > `workspace`; `harness`
 //! (running the test crate) and `check` use `workspace` alone.
 
 mod build;
@@ -27,9 +30,11 @@ mod debian;
 mod external;
 mod for_nginx;
 mod harness;
+mod mutants;
 mod nginx_test;
 mod patched;
 mod prereq;
+mod test_wrap;
 mod tree;
 mod valgrind;
 mod versions;
@@ -57,6 +62,7 @@ fn main() -> ExitCode {
         "lab" => harness_bin("lab", rest),
         "bench" => harness_bin("bench", rest),
         "valgrind" => valgrind::valgrind(rest),
+        "mutants" => mutants::command(rest),
         "help" | "--help" | "-h" => {
             print_help();
             Ok(())
@@ -103,7 +109,12 @@ bench        build, then stock vs module on vs module off: throughput and latenc
 valgrind     build, then the race scenarios (every balancer row) and a short lab
              with nginx under valgrind memcheck; `--ci` for nginx-test's subset
 check        cargo fmt --all --check, then cargo clippy --workspace --all-targets
-             -- -D warnings; fails if either does (CI runs it first)",
+             -- -D warnings; fails if either does (CI runs it first)
+mutants      build, then apply each mutant (a small deliberate fault in the module
+             or a patch) to a copy in target/mutants/, build it and run the tests
+             that should catch it; a table, and failure if any is missed
+             --only NAME,...       only these mutants
+             --list                list the mutants and their tests",
         versions = MATRIX.join(", ")
     );
 }

@@ -43,8 +43,12 @@ pub fn patch_dir(version: &str) -> PathBuf {
 
 /// The patches for `version`, in order.
 pub fn patches(version: &str) -> Result<Vec<PathBuf>> {
-    let dir = patch_dir(version);
-    let mut list: Vec<PathBuf> = fs::read_dir(&dir)
+    patches_in(&patch_dir(version))
+}
+
+/// The patches in `dir`, in order.
+pub fn patches_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut list: Vec<PathBuf> = fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "patch"))
@@ -99,8 +103,26 @@ pub fn build(
     flags: &[String],
     install: &Path,
 ) -> Result<PathBuf> {
-    let patches = patches(version)?;
-    let stamp = fingerprint(identity, flags, &patches)?;
+    build_with(
+        version,
+        &patches(version)?,
+        source,
+        identity,
+        flags,
+        install,
+    )
+}
+
+/// [`build`] with these patches instead of `nginx-src-patches/VERSION`'s.
+pub fn build_with(
+    version: &str,
+    patches: &[PathBuf],
+    source: &Path,
+    identity: &str,
+    flags: &[String],
+    install: &Path,
+) -> Result<PathBuf> {
+    let stamp = fingerprint(identity, flags, patches)?;
 
     let work = install.join("patched-build");
     let tree = work.join("src");
@@ -116,7 +138,7 @@ pub fn build(
     );
     let _ = fs::remove_dir_all(&work);
     copy_source(source, &tree)?;
-    for p in &patches {
+    for p in patches {
         apply(&tree, p, version)?;
     }
     let mut flags = flags.to_vec();

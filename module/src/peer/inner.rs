@@ -39,6 +39,17 @@ impl Inner {
         }
     }
 
+    /// Writes these callbacks and state back into `pc`, as they were when
+    /// [`Inner::take`] read them.
+    pub(super) fn put_back(&self, pc: &mut ngx_peer_connection_t) {
+        pc.data = self.data;
+        pc.get = self.get;
+        pc.free = self.free;
+        pc.notify = self.notify;
+        pc.set_session = self.set_session;
+        pc.save_session = self.save_session;
+    }
+
     /// Points every callback but `get` at the pass-throughs.
     pub(super) fn install_pass_through(&self, pc: &mut ngx_peer_connection_t) {
         pc.free = Some(free_peer);

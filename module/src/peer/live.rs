@@ -54,28 +54,33 @@ impl<P: Proto> Balancer for Live<'_, P> {
         }
     }
 
-    /// Re-runs the original `peer.init` into fresh state. On failure the
-    /// previous inner state is kept. Once the init ran, the peer
-    /// connection's callbacks are the inner init's until the wrapper
-    /// re-installs itself when the selection ends (`get_peer`): between the
-    /// two only the inner `get` runs, and no balancer's `get` reads them.
+    /// Re-runs the original `peer.init` into fresh state, which becomes
+    /// the inner state; on failure the previous inner state is kept. Either
+    /// way the peer connection's callbacks and data are then put back as
+    /// the caller had them: this wrapper's, or those of a module that
+    /// wrapped `peer.init` outside this one (loaded later), whose state
+    /// still leads to this wrapper's. Only the inner state changes.
     fn reinit(&mut self) -> Result<(), isize> {
         let error = Status::NGX_ERROR.into();
         let Some(original) = self.original else {
             return Err(error);
         };
-        // SAFETY: pc is &r->upstream->peer of a live request. Round-robin
-        // reuses a non-NULL peer.data as its own state: clear it.
+        // SAFETY: pc is &r->upstream->peer of a live request, read between
+        // calls.
+        let caller = Inner::take(unsafe { &*self.pc });
+        // SAFETY: as above. Round-robin reuses a non-NULL peer.data as its
+        // own state: clear it.
         unsafe { (*self.pc).data = ptr::null_mut() };
         // SAFETY: the request and upstream block peer.init was first called
         // with; it writes r->upstream->peer, which is *pc.
         let rc = unsafe { original(self.request, self.upstream) };
         // SAFETY: the call has returned; nothing else touches *pc meanwhile.
-        let pc = unsafe { &*self.pc };
+        let pc = unsafe { &mut *self.pc };
         let ok = rc == Status::NGX_OK.into() && pc.get.is_some() && !pc.data.is_null();
         if ok {
             *self.inner = Inner::take(pc);
         }
+        caller.put_back(pc);
         trace!(
             P,
             pc.log,

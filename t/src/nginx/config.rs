@@ -13,6 +13,9 @@ use crate::shared::UPSTREAM;
 pub struct Flavor {
     pub binary: PathBuf,
     pub module: Option<PathBuf>,
+    /// A module loaded after ours that wraps every http upstream's
+    /// `peer.init` again (the test-only wrapper of `t/wrap/`).
+    pub wrapped_by: Option<PathBuf>,
     pub name: &'static str,
 }
 
@@ -22,6 +25,7 @@ impl Flavor {
         Flavor {
             binary: installed("stock/sbin/nginx"),
             module: None,
+            wrapped_by: None,
             name: "stock",
         }
     }
@@ -31,6 +35,7 @@ impl Flavor {
         Flavor {
             binary: installed("patched/sbin/nginx"),
             module: None,
+            wrapped_by: None,
             name: "patched",
         }
     }
@@ -56,7 +61,23 @@ impl Flavor {
             module: Some(installed(
                 "modules/ngx_http_upstream_generation_retry_module.so",
             )),
+            wrapped_by: None,
             name: "module",
+        }
+    }
+
+    /// The module, then the test-only wrapper of `t/wrap/` (built by
+    /// `cargo xtask build` beside it) wrapping every http upstream's
+    /// `peer.init` again, outside ours, as a third-party balancer module
+    /// loaded after ours does. It logs `test_wrap: get` and `test_wrap:
+    /// free` (`notice`) on each call that goes through it.
+    pub fn with_module_wrapped() -> Flavor {
+        Flavor {
+            wrapped_by: Some(installed(
+                "modules/ngx_http_generation_retry_test_wrap_module.so",
+            )),
+            name: "module-wrapped",
+            ..Flavor::with_module()
         }
     }
 }
@@ -166,7 +187,7 @@ impl Config {
         // its `50-mod-stream.conf` is before any module that needs it.
         let mut load =
             fs::read_to_string(install_dir().join("modules-first.conf")).unwrap_or_default();
-        if let Some(m) = &self.flavor.module {
+        for m in self.flavor.module.iter().chain(&self.flavor.wrapped_by) {
             load.push_str(&format!("load_module {};\n", m.display()));
         }
         // As root, workers would switch to `nobody` and could not enter a
