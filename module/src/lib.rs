@@ -172,5 +172,6 @@ pub static mut ngx_http_upstream_generation_retry_module: ngx_module_t = ngx_mod
     ctx: ptr::addr_of!(HTTP_CTX) as *mut c_void,
     commands: ptr::addr_of_mut!(HTTP_COMMANDS) as *mut ngx_command_t,
     type_: NGX_HTTP_MODULE as ngx_uint_t,
+    init_process: Some(shm::init_process),
     ..ngx_module_t::default()
 };

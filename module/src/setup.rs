@@ -9,14 +9,14 @@ use generation_retry_core::directive::DIRECTIVE;
 use generation_retry_core::log;
 use generation_retry_core::metrics::UpstreamStats;
 use ngx::core::Status;
-use ngx::ffi::{ngx_conf_t, ngx_int_t, ngx_log_t, NGX_LOG_WARN};
+use ngx::ffi::{ngx_conf_t, ngx_int_t, NGX_LOG_WARN};
 use ngx::ngx_log_error;
 
 use crate::conf::{MainConf, SrvConf};
 use crate::ffi_ext::{conf_slot, module_ctx_index};
 use crate::peer;
 use crate::proto::{generation, peer_counts, upstream_name, Proto};
-use crate::shm::{self, Registration, Shared};
+use crate::shm::{self, Assigner, Registration};
 
 /// Runs once per `http` or `stream` block, after every upstream's
 /// `init_upstream`, so the wrapper ends up outermost whatever the directive
@@ -99,8 +99,8 @@ pub(crate) unsafe fn postconfiguration<P: Proto>(cf: &mut ngx_conf_t) -> ngx_int
 /// # Safety
 /// `conf` is the MainConf<P> registered for this cycle; called in the
 /// master from the zone's init, while nothing else uses the upstreams;
-/// `shared` as for [`shm::slot_for`].
-unsafe fn assign_slots<P: Proto>(conf: *mut c_void, shared: *mut Shared, log: *mut ngx_log_t) {
+/// `assigner` is the zone's, for this cycle.
+unsafe fn assign_slots<P: Proto>(conf: *mut c_void, assigner: &mut Assigner) {
     // SAFETY: per the contract.
     let Some(mcf) = (unsafe { (conf as *const MainConf<P>).as_ref() }) else {
         return;
@@ -112,8 +112,7 @@ unsafe fn assign_slots<P: Proto>(conf: *mut c_void, shared: *mut Shared, log: *m
         let host = *P::host(us);
         if let Some(conf) = SrvConf::<P>::of_mut(us) {
             if conf.active.is_some() {
-                // SAFETY: per the contract.
-                conf.slot = unsafe { shm::slot_for(shared, P::PROTOCOL, host.as_bytes(), log) };
+                conf.slot = assigner.slot_for(P::PROTOCOL, host.as_bytes());
             }
         }
     }

@@ -1,7 +1,17 @@
 //! Counters in shared memory: summed over workers (every worker increments
 //! the same atomics), kept across reloads (the zone is reused when its name,
 //! size and tag are unchanged, and upstreams find their slot again by
-//! protocol and name). One zone serves http and stream upstreams.
+//! protocol and full name, without regard to case, as nginx compares
+//! upstream names). One zone serves http and stream upstreams.
+//!
+//! Slots are allocated from the zone's slab pool, one per upstream, name
+//! included, so there is no fixed number of them. Each configuration the
+//! zone serves gets a number (its epoch); a slot remembers the newest
+//! configuration that has its upstream, and each worker records its pid
+//! and configuration in the zone when it starts. When the master sets up a
+//! configuration, it frees the slots that neither it nor any configuration
+//! with a live worker has (`generation_retry_core::zone::reclaimable`), so
+//! renames and removals do not use the zone up.
 //!
 //! Each protocol's block registers with the zone of its cycle (its
 //! configuration and two functions), so this file names no protocol and
@@ -10,32 +20,46 @@
 use core::ffi::c_void;
 use core::mem::size_of;
 use core::ptr;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::collections::HashMap;
 
 use generation_retry_core::log;
 use generation_retry_core::metrics::{Counter, Counters, Protocol, UpstreamStats, COUNTERS};
-use generation_retry_core::zone::SlabLayout;
+use generation_retry_core::zone::{name_key, reclaimable, SlabLayout};
 use ngx::core::{Pool, Status};
 use ngx::ffi::{
-    ngx_conf_t, ngx_int_t, ngx_log_t, ngx_pagesize, ngx_shared_memory_add, ngx_shm_zone_t,
-    ngx_slab_calloc, ngx_slab_page_t, ngx_slab_pool_t, ngx_slab_stat_t, ngx_str_t, NGX_LOG_EMERG,
+    kill, ngx_conf_t, ngx_cycle_t, ngx_int_t, ngx_log_t, ngx_pagesize, ngx_pid,
+    ngx_shared_memory_add, ngx_shm_zone_t, ngx_slab_calloc, ngx_slab_free, ngx_slab_page_t,
+    ngx_slab_pool_t, ngx_slab_stat_t, ngx_str_t, ESRCH, NGX_LOG_EMERG, NGX_LOG_NOTICE,
     NGX_LOG_WARN,
 };
 use ngx::ngx_log_error;
 
-/// Upstreams that can ever be counted in one zone (across reloads).
-pub(crate) const SLOTS: usize = 512;
-/// Longest upstream name kept; longer names are truncated for matching.
-const NAME_MAX: usize = 248;
-const MAGIC: u64 = 0x6765_6e72_6574_7279; // "genretry"
+const MAGIC: u64 = 0x6765_6e72_6574_7232; // "genretr2"
 
-/// One upstream's counters.
+/// The zone's size. Shared memory is mapped, not committed: pages are
+/// touched as upstreams get counters (about 128 to 256 bytes each with its
+/// name), so the size costs address space, not memory, and holds on the
+/// order of a hundred thousand upstreams.
+const ZONE_BYTES: usize = 32 << 20;
+
+/// Worker processes whose configuration the zone can know at once (all
+/// configurations' workers together, old ones included while they drain).
+/// When it is full, slots are not freed (counting goes on), and the master
+/// says so.
+const WORKERS: usize = 1024;
+
+/// One upstream's counters, its name following the structure in the same
+/// allocation.
 #[repr(C)]
 pub(crate) struct Slot {
-    /// 0 for a free slot, else 1 + the `Protocol` discriminant.
+    /// The next slot of the zone's list (written by the master alone).
+    next: *mut Slot,
+    /// The newest configuration (epoch) that has this upstream.
+    epoch: u64,
+    /// 1 + the `Protocol` discriminant.
     protocol: usize,
     name_len: usize,
-    name: [u8; NAME_MAX],
     counters: [AtomicU64; COUNTERS],
 }
 
@@ -49,66 +73,163 @@ impl Slot {
         core::array::from_fn(|i| self.counters[i].load(Ordering::Relaxed))
     }
 
-    fn is(&self, protocol: usize, name: &[u8]) -> bool {
-        self.protocol == protocol && &self.name[..self.name_len.min(NAME_MAX)] == name
+    fn name(&self) -> &[u8] {
+        // SAFETY: every Slot is allocated with `name_len` bytes after it,
+        // written before the slot is linked (see `Assigner::take`).
+        unsafe {
+            core::slice::from_raw_parts((self as *const Slot).add(1).cast::<u8>(), self.name_len)
+        }
     }
 }
 
-/// The zone's contents: the slots, handed out in order.
+/// A worker process and the configuration it runs.
+#[repr(C)]
+struct Worker {
+    /// 0 for a free entry.
+    pid: AtomicI64,
+    epoch: AtomicU64,
+}
+
+/// The zone's contents.
 #[repr(C)]
 pub(crate) struct Shared {
     magic: u64,
-    used: usize,
-    slots: [Slot; SLOTS],
+    /// The newest configuration set up.
+    epoch: u64,
+    /// Every slot, newest first.
+    head: *mut Slot,
+    slots: usize,
+    workers: [Worker; WORKERS],
 }
 
-/// The slot for upstream `name` of `protocol`, taking a free one if it has
-/// none yet. NULL when the zone is full (logged once per upstream and
-/// cycle).
-///
-/// # Safety
-/// `shared` comes from [`init_shared`]; called only in the master while it
-/// configures a cycle, so nothing else assigns slots. Workers of the old
-/// cycle may be incrementing the counters meanwhile: only shared references
-/// to taken slots are formed, and a free slot, which no worker uses, is
-/// written through the raw pointer.
-pub(crate) unsafe fn slot_for(
+/// Finds or takes the slots of one configuration's upstreams, in the
+/// master while the zone's init runs.
+pub(crate) struct Assigner {
     shared: *mut Shared,
-    protocol: Protocol,
-    name: &[u8],
+    pool: *mut ngx_slab_pool_t,
+    epoch: u64,
+    /// The zone's slots by protocol and name key (`core::zone::name_key`).
+    index: HashMap<(usize, Vec<u8>), *mut Slot>,
     log: *mut ngx_log_t,
-) -> *const Slot {
-    let key = &name[..name.len().min(NAME_MAX)];
-    let tag = 1 + protocol as usize;
-    // SAFETY: per the contract; `used` is written by the master alone.
-    let used = unsafe { (*shared).used }.min(SLOTS);
-    for i in 0..used {
-        // SAFETY: a taken slot; workers only touch its atomics.
-        let slot = unsafe { &*ptr::addr_of!((*shared).slots[i]) };
-        if slot.is(tag, key) {
+}
+
+impl Assigner {
+    /// The slot for upstream `name` of `protocol`, taking a new one if it has
+    /// none; marked as used by this configuration. NULL when the zone has no
+    /// room left (said at `warn`).
+    pub(crate) fn slot_for(&mut self, protocol: Protocol, name: &[u8]) -> *const Slot {
+        let tag = 1 + protocol as usize;
+        let key = (tag, name_key(name));
+        let slot = match self.index.get(&key) {
+            Some(&slot) => slot,
+            None => {
+                let slot = self.take(tag, name);
+                if slot.is_null() {
+                    self.full(protocol, name);
+                    return ptr::null();
+                }
+                self.index.insert(key, slot);
+                slot
+            }
+        };
+        // SAFETY: a slot of the zone's list; the master alone writes
+        // `epoch` (workers touch only the atomics).
+        unsafe { (*slot).epoch = self.epoch };
+        slot
+    }
+
+    /// A new, zeroed slot named `name`, linked at the head of the list.
+    fn take(&mut self, tag: usize, name: &[u8]) -> *mut Slot {
+        // SAFETY: the zone's slab pool; the allocation takes its mutex.
+        let slot =
+            unsafe { ngx_slab_calloc(self.pool, size_of::<Slot>() + name.len()) } as *mut Slot;
+        if slot.is_null() {
             return slot;
         }
+        // SAFETY: fresh, zeroed memory of a Slot and the name after it; no
+        // worker knows it until a configuration that has it starts.
+        unsafe {
+            ptr::copy_nonoverlapping(name.as_ptr(), slot.add(1).cast::<u8>(), name.len());
+            (*slot).name_len = name.len();
+            (*slot).protocol = tag;
+            (*slot).next = (*self.shared).head;
+            (*self.shared).head = slot;
+            (*self.shared).slots += 1;
+        }
+        slot
     }
-    if used == SLOTS {
+
+    fn full(&self, protocol: Protocol, name: &[u8]) {
+        // SAFETY: per the Assigner's contract.
+        let slots = unsafe { (*self.shared).slots };
         let name = String::from_utf8_lossy(name);
         ngx_log_error!(
             NGX_LOG_WARN,
-            log,
+            self.log,
             "{}",
-            log::zone_full(SLOTS, protocol, &name)
+            log::zone_full(ZONE_NAME, ZONE_BYTES, slots, protocol, &name)
         );
-        return ptr::null();
     }
-    // SAFETY: per the contract: slot `used` is free, no worker refers to it.
-    unsafe {
-        let slot = ptr::addr_of_mut!((*shared).slots[used]);
-        let slot_name = &mut *ptr::addr_of_mut!((*slot).name);
-        slot_name[..key.len()].copy_from_slice(key);
-        (*slot).name_len = key.len();
-        (*slot).protocol = tag;
-        (*shared).used = used + 1;
-        slot
+
+    /// Frees the slots no configuration that may still count has: neither
+    /// this one nor one with a live worker (or one of the two before this
+    /// one). Returns how many were freed.
+    fn reclaim(&mut self) -> usize {
+        // SAFETY: per the Assigner's contract.
+        let shared = unsafe { &mut *self.shared };
+        let Some(oldest_live) = oldest_live(shared) else {
+            ngx_log_error!(
+                NGX_LOG_WARN,
+                self.log,
+                "{}",
+                log::zone_workers_full(ZONE_NAME, WORKERS)
+            );
+            return 0;
+        };
+        let mut freed = 0;
+        let mut link: *mut *mut Slot = &mut shared.head;
+        // SAFETY: the list is the master's alone; each unlinked slot is
+        // known to no running configuration (`reclaimable`), so no worker
+        // counts into it, and it is freed once.
+        unsafe {
+            while !(*link).is_null() {
+                let slot = *link;
+                if reclaimable((*slot).epoch, self.epoch, oldest_live) {
+                    *link = (*slot).next;
+                    ngx_slab_free(self.pool, slot.cast());
+                    freed += 1;
+                } else {
+                    link = &mut (*slot).next;
+                }
+            }
+        }
+        shared.slots -= freed;
+        freed
     }
+}
+
+/// The oldest configuration a live worker runs: `Some(None)` when no worker
+/// is known, `None` when the table is full (so a worker may be missing).
+fn oldest_live(shared: &Shared) -> Option<Option<u64>> {
+    let mut oldest: Option<u64> = None;
+    let mut used = 0;
+    for w in &shared.workers {
+        let pid = w.pid.load(Ordering::Acquire);
+        if pid == 0 || !alive(pid) {
+            continue;
+        }
+        used += 1;
+        let epoch = w.epoch.load(Ordering::Acquire);
+        oldest = Some(oldest.map_or(epoch, |o| o.min(epoch)));
+    }
+    (used < WORKERS).then_some(oldest)
+}
+
+/// Whether process `pid` exists (signal 0 checks without sending).
+fn alive(pid: i64) -> bool {
+    // SAFETY: kill with signal 0 sends nothing.
+    let rc = unsafe { kill(pid as i32, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(ESRCH as i32)
 }
 
 const ZONE_NAME: &str = "generation_retry";
@@ -137,19 +258,20 @@ pub(crate) struct Registration {
     pub(crate) conf: *mut c_void,
     /// Finds (or takes) each wrapped upstream's slot; run in the zone's
     /// init, in the master.
-    pub(crate) assign: unsafe fn(conf: *mut c_void, shared: *mut Shared, log: *mut ngx_log_t),
+    pub(crate) assign: unsafe fn(conf: *mut c_void, assigner: &mut Assigner),
     /// Appends each wrapped upstream's counters and gauges.
     pub(crate) collect: unsafe fn(conf: *mut c_void, out: &mut Vec<UpstreamStats>),
 }
 
 /// The zone's `data` for a cycle: what each protocol registered (indexed
-/// by `Protocol`) and, once the zone is initialised, the counters. In the
-/// cycle's pool.
+/// by `Protocol`) and, once the zone is initialised, the counters and this
+/// configuration's epoch. In the cycle's pool.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct ZoneCtx {
     registered: [Option<Registration>; Protocol::ALL.len()],
     shared: *mut Shared,
+    epoch: u64,
 }
 
 impl ZoneCtx {
@@ -171,7 +293,9 @@ pub(crate) fn register(
         len: ZONE_NAME.len(),
         data: ZONE_NAME.as_ptr().cast_mut(),
     };
-    let size = slab_layout().zone_size(size_of::<Shared>());
+    // At least what the fixed header needs on this page size (see
+    // core::zone), whatever ZONE_BYTES says.
+    let size = slab_layout().zone_size(size_of::<Shared>()).max(ZONE_BYTES);
     let tag = ptr::addr_of!(TAG).cast_mut().cast();
     // SAFETY: cf is the configuration being parsed; nginx copies nothing of
     // `name` but keeps the pointer, which is 'static.
@@ -190,6 +314,7 @@ pub(crate) fn register(
             ctx.write(ZoneCtx {
                 registered: [None; Protocol::ALL.len()],
                 shared: ptr::null_mut(),
+                epoch: 0,
             })
         };
         z.init = Some(init_zone);
@@ -212,8 +337,9 @@ pub(crate) fn zone_ctx<'a>(zone: *const ngx_shm_zone_t) -> Option<&'a ZoneCtx> {
     }
 }
 
-/// The zone's init: the counters (reused or fresh), then each registered
-/// protocol finds its upstreams' slots.
+/// The zone's init: the counters (reused or fresh), this configuration's
+/// epoch, each registered protocol's upstreams' slots, then the slots no
+/// configuration that may still count has are freed.
 unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int_t {
     // SAFETY: nginx passes our zone, whose data is the ZoneCtx set in
     // `register`, while it initialises the cycle in the master.
@@ -222,13 +348,45 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> n
     let Some(shared) = (unsafe { init_shared(zone, old) }) else {
         return Status::NGX_ERROR.into();
     };
+    // SAFETY: as above; the master alone writes `epoch`.
+    let epoch = unsafe {
+        (*shared).epoch += 1;
+        (*shared).epoch
+    };
     // SAFETY: as above.
-    let ctx = unsafe { &*(zone.data as *const ZoneCtx) };
+    let ctx = unsafe { &mut *(zone.data as *mut ZoneCtx) };
+    ctx.epoch = epoch;
+    let mut assigner = Assigner {
+        shared,
+        pool: zone.shm.addr as *mut ngx_slab_pool_t,
+        epoch,
+        index: HashMap::new(),
+        log: zone.shm.log,
+    };
+    // SAFETY: the master's list, read while nothing writes it.
+    let mut slot = unsafe { (*shared).head };
+    // SAFETY: each link is NULL or a live slot of the list.
+    while let Some(s) = unsafe { slot.as_ref() } {
+        assigner
+            .index
+            .entry((s.protocol, name_key(s.name())))
+            .or_insert(slot);
+        slot = s.next;
+    }
     for r in ctx.registered() {
         // SAFETY: single-threaded master, the registration of this cycle
-        // with its own configuration; `shared` from init_shared.
-        unsafe { (r.assign)(r.conf, shared, zone.shm.log) };
+        // with its own configuration.
+        unsafe { (r.assign)(r.conf, &mut assigner) };
     }
+    let freed = assigner.reclaim();
+    // SAFETY: as above.
+    let upstreams = unsafe { (*shared).slots };
+    ngx_log_error!(
+        NGX_LOG_NOTICE,
+        zone.shm.log,
+        "{}",
+        log::zone_usage(ZONE_NAME, epoch, upstreams, freed)
+    );
     Status::NGX_OK.into()
 }
 
@@ -254,7 +412,13 @@ unsafe fn init_shared(zone: &mut ngx_shm_zone_t, old: *mut c_void) -> Option<*mu
         return Some(shared);
     }
     let pool = zone.shm.addr as *mut ngx_slab_pool_t;
-    // SAFETY: nginx initialised a slab pool at the start of the zone.
+    // SAFETY: nginx initialised a slab pool at the start of the zone. A
+    // full zone is said by this module (`zone_full`), not by the slab
+    // allocator at `crit`. (bindgen places this bitfield as the C compiler
+    // does, the byte after `zero`, bit 0: checked on 1.28.0; unlike
+    // ngx_http_request_t's it follows a single u_char.)
+    unsafe { (*pool).set_log_nomem(0) };
+    // SAFETY: as above.
     let shared = unsafe { ngx_slab_calloc(pool, size_of::<Shared>()) } as *mut Shared;
     if shared.is_null() {
         let line = log::zone_too_small(
@@ -267,8 +431,79 @@ unsafe fn init_shared(zone: &mut ngx_shm_zone_t, old: *mut c_void) -> Option<*mu
         return None;
     }
     // SAFETY: freshly zeroed memory of the right size; all-zero is a valid
-    // Shared (atomics at 0, free slots) but for the magic.
+    // Shared (no slots, no workers, epoch 0) but for the magic.
     unsafe { (*shared).magic = MAGIC };
     ctx.shared = shared;
     Some(shared)
+}
+
+/// In each worker process as it starts (either protocol's module calls it;
+/// the second call finds the entry the first made): records the worker's
+/// pid and configuration, so that the master keeps the slots of that
+/// configuration while the worker runs.
+///
+/// # Safety
+/// `cycle` is the worker's cycle, from its `init_process`.
+pub(crate) unsafe fn worker_started(cycle: *mut ngx_cycle_t) {
+    // SAFETY: per the contract.
+    let Some(ctx) = (unsafe { our_zone(cycle) }).and_then(zone_ctx) else {
+        return;
+    };
+    // SAFETY: initialised in the master before the worker was forked.
+    let Some(shared) = (unsafe { ctx.shared.as_ref() }) else {
+        return;
+    };
+    // SAFETY: ngx_pid is set before init_process runs.
+    let pid = i64::from(unsafe { ngx_pid });
+    if shared
+        .workers
+        .iter()
+        .any(|w| w.pid.load(Ordering::Acquire) == pid)
+    {
+        return;
+    }
+    for w in &shared.workers {
+        let seen = w.pid.load(Ordering::Acquire);
+        let free = seen == 0 || (seen != pid && !alive(seen));
+        if free
+            && w.pid
+                .compare_exchange(seen, pid, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            w.epoch.store(ctx.epoch, Ordering::Release);
+            return;
+        }
+    }
+    // The table is full: the master sees it full and frees nothing.
+}
+
+/// The module's zone among the cycle's shared memory zones.
+///
+/// # Safety
+/// `cycle` is a live, initialised cycle.
+unsafe fn our_zone(cycle: *mut ngx_cycle_t) -> Option<*const ngx_shm_zone_t> {
+    // SAFETY: per the contract.
+    let mut part = unsafe { ptr::addr_of!((*cycle).shared_memory.part) };
+    let tag: *const c_void = ptr::addr_of!(TAG).cast();
+    // SAFETY: nginx's list of ngx_shm_zone_t, walked part by part.
+    while let Some(p) = unsafe { part.as_ref() } {
+        let zones = p.elts as *const ngx_shm_zone_t;
+        for i in 0..p.nelts {
+            // SAFETY: `nelts` zones in this part.
+            let z = unsafe { zones.add(i) };
+            // SAFETY: as above.
+            if ptr::eq(unsafe { (*z).tag }, tag) {
+                return Some(z);
+            }
+        }
+        part = p.next;
+    }
+    None
+}
+
+/// Both protocols' modules' `init_process`: see [`worker_started`].
+pub(crate) unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
+    // SAFETY: nginx calls init_process with the process's cycle.
+    unsafe { worker_started(cycle) };
+    Status::NGX_OK.into()
 }

@@ -64,5 +64,6 @@ pub static mut ngx_stream_upstream_generation_retry_module: ngx_module_t = ngx_m
     ctx: ptr::addr_of!(STREAM_CTX) as *mut c_void,
     commands: ptr::addr_of_mut!(STREAM_COMMANDS) as *mut ngx_command_t,
     type_: NGX_STREAM_MODULE as ngx_uint_t,
+    init_process: Some(crate::shm::init_process),
     ..ngx_module_t::default()
 };

@@ -123,11 +123,40 @@ pub fn status_conflict(directive: &str, location: &str) -> String {
 }
 
 /// `[warn]` at configuration: the counters zone has no slot left.
-pub fn zone_full(slots: usize, protocol: Protocol, upstream: &str) -> String {
+pub fn zone_full(
+    zone: &str,
+    bytes: usize,
+    slots: usize,
+    protocol: Protocol,
+    upstream: &str,
+) -> String {
     format!(
-        "{MARKER}counters zone is full ({slots} upstreams); \
-         {} upstream \"{upstream}\" is not counted until restart",
+        "{MARKER}shared zone \"{zone}\" ({} MiB) is full with the counters of {slots} \
+         upstreams; {} upstream \"{upstream}\" is still rescued but not counted: \
+         counters of upstreams no longer configured are freed at a reload once the workers \
+         of older configurations have exited",
+        bytes >> 20,
         protocol.label()
+    )
+}
+
+/// `notice`, at each start and reload: how many upstreams the zone holds
+/// counters for (this configuration's and those older workers may still
+/// count into) and how many it freed.
+pub fn zone_usage(zone: &str, configuration: u64, upstreams: usize, freed: usize) -> String {
+    format!(
+        "{MARKER}shared zone \"{zone}\", configuration {configuration}: counters of \
+         {upstreams} upstreams, {freed} freed"
+    )
+}
+
+/// `warn`: the zone's table of worker processes is full, so counters of
+/// removed upstreams are not freed at this reload.
+pub fn zone_workers_full(zone: &str, workers: usize) -> String {
+    format!(
+        "{MARKER}shared zone \"{zone}\" knows {workers} running worker processes, its most; \
+         counters of upstreams no longer configured are kept until a reload after \
+         older workers have exited"
     )
 }
 
@@ -183,8 +212,16 @@ mod tests {
                 .unwrap()
             ),
             status_conflict(crate::directive::STATUS_DIRECTIVE, "/status"),
-            zone_full(512, Protocol::Http, "NAME"),
-            zone_too_small("generation_retry", 233_488, 167_952, 65_536),
+            zone_full(
+                "generation_retry",
+                32 << 20,
+                250_000,
+                Protocol::Http,
+                "NAME",
+            ),
+            zone_workers_full("generation_retry", 1024),
+            zone_usage("generation_retry", 7, 120, 40),
+            zone_too_small("generation_retry", 65_536, 16_416, 65_536),
         ]
     }
 
@@ -213,10 +250,17 @@ mod tests {
                  \"off\" never re-snapshots in FILE:LINE",
                 "\"generation_retry_status\" and another content handler (such as \"proxy_pass\") \
                  in location \"/status\": only one can answer",
-                "generation_retry: counters zone is full (512 upstreams); \
-                 http upstream \"NAME\" is not counted until restart",
-                "generation_retry: shared zone \"generation_retry\" of 233488 bytes cannot hold \
-                 the counters (167952 bytes on 65536-byte pages); the module sized it for this \
+                "generation_retry: shared zone \"generation_retry\" (32 MiB) is full with the \
+                 counters of 250000 upstreams; http upstream \"NAME\" is still rescued but not \
+                 counted: counters of upstreams no longer configured are freed at a reload once \
+                 the workers of older configurations have exited",
+                "generation_retry: shared zone \"generation_retry\" knows 1024 running worker \
+                 processes, its most; counters of upstreams no longer configured are kept until \
+                 a reload after older workers have exited",
+                "generation_retry: shared zone \"generation_retry\", configuration 7: counters \
+                 of 120 upstreams, 40 freed",
+                "generation_retry: shared zone \"generation_retry\" of 65536 bytes cannot hold \
+                 the counters (16416 bytes on 65536-byte pages); the module sized it for this \
                  nginx's slab layout and it does not match: please report it with \"nginx -V\" \
                  and \"getconf PAGESIZE\"",
             ]

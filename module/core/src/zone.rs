@@ -81,9 +81,60 @@ impl SlabLayout {
     }
 }
 
+/// The key an upstream's counters are found by: its whole name without
+/// regard to ASCII case, as `ngx_http_upstream_add` and
+/// `ngx_stream_upstream_add` compare names (`ngx_strncasecmp` over the
+/// whole length), so two names have the same key exactly when nginx takes
+/// them for the same upstream.
+pub fn name_key(name: &[u8]) -> Vec<u8> {
+    name.to_ascii_lowercase()
+}
+
+/// Whether the counters of an upstream last configured by configuration
+/// `last` can be freed while configuration `new` is being set up, given the
+/// oldest configuration with a worker still running (`oldest_live`, `None`
+/// when no worker is known).
+///
+/// A worker of configuration `w` counts only into upstreams that `w` had,
+/// so none counts into them once every live worker is newer than `last`.
+/// The two configurations before `new` are kept whatever the workers say: a
+/// worker forked for one of them may not have recorded itself yet.
+pub fn reclaimable(last: u64, new: u64, oldest_live: Option<u64>) -> bool {
+    let keep_from = new.saturating_sub(2);
+    last < oldest_live.map_or(keep_from, |o| o.min(keep_from))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_match_in_full_and_without_case() {
+        let same = |a: &[u8], b: &[u8]| name_key(a) == name_key(b);
+        assert!(same(b"Backend", b"backEND"));
+        assert!(!same(b"be", b"be2"));
+        let long_a = [b"x".repeat(300), b"a".to_vec()].concat();
+        let long_b = [b"x".repeat(300), b"b".to_vec()].concat();
+        assert!(!same(&long_a, &long_b));
+        // Only ASCII folds, as ngx_strncasecmp folds.
+        assert!(!same("É".as_bytes(), "é".as_bytes()));
+    }
+
+    #[test]
+    fn counters_are_freed_once_no_worker_can_count_into_them() {
+        // Reload to 10: the two before it (8, 9) are kept regardless.
+        assert!(!reclaimable(9, 10, None));
+        assert!(!reclaimable(8, 10, None));
+        assert!(reclaimable(7, 10, None));
+        assert!(reclaimable(7, 10, Some(9)));
+        // A worker of 5 still drains connections: 5 and later are kept.
+        assert!(!reclaimable(5, 10, Some(5)));
+        assert!(reclaimable(4, 10, Some(5)));
+        // The first configurations.
+        assert!(!reclaimable(0, 1, None));
+        assert!(!reclaimable(0, 2, None));
+        assert!(reclaimable(0, 3, None));
+    }
 
     /// The sizes of nginx's slab structures on a 64-bit target:
     /// `ngx_slab_page_t` is three words, `ngx_slab_stat_t` four, and the
