@@ -128,6 +128,21 @@ impl Stopped {
         self.release().await
     }
 
+    /// Lets the stopped function run to its return and stops the worker
+    /// again there, in its caller.
+    pub async fn finish(mut self) -> Result<Stopped, String> {
+        self.0.send("finish\n").await?;
+        // gdb reads the next command once the frame has returned.
+        self.0.sync().await?;
+        if !self.0.transcript.contains("Run till exit") {
+            return Err(format!(
+                "gdb did not run to the frame's return:\n{}",
+                self.0.transcript
+            ));
+        }
+        Ok(self)
+    }
+
     /// Deletes the breakpoint and detaches: the worker runs on from where
     /// it stopped, as if nothing had happened.
     pub async fn release(mut self) -> Result<(), String> {

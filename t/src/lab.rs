@@ -257,8 +257,12 @@ fn summarise(arm: Arm, o: Observed) -> ArmResult {
         .iter()
         .filter(|l| l.level == "error" && errorlog::is_upstream_attempt_failure(l.message))
         .count();
-    let (rescued, busy, no_live_counts) =
-        module_counts(o.status.as_ref()).since(&module_counts(o.baseline.status.as_ref()));
+    let ModuleCounts {
+        rescued,
+        busy,
+        failed,
+        no_live: no_live_counts,
+    } = module_counts(o.status.as_ref()).since(&module_counts(o.baseline.status.as_ref()));
     ArmResult {
         arm: arm.name().into(),
         requests: o.outcomes.len(),
@@ -280,6 +284,7 @@ fn summarise(arm: Arm, o: Observed) -> ArmResult {
         rescued,
         rescued_logged: rescue_lines(load_log),
         busy,
+        failed,
         no_live: no_live_counts,
         p50_ms: percentile(&latencies, 0.50),
         p99_ms: percentile(&latencies, 0.99),
@@ -309,28 +314,30 @@ fn rescue_lines(error_log: &str) -> usize {
     error_log.lines().filter(|l| log::is_rescue_line(l)).count()
 }
 
-/// The module's counts of an upstream: rescued, busy (first + retry) and
-/// no_live (generation, unavailable, empty); `None` without the module.
+/// The module's counts of an upstream: rescued, busy (first + retry),
+/// failed and no_live (generation, unavailable, empty); `None` without the
+/// module.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct ModuleCounts {
     rescued: Option<u64>,
     busy: Option<u64>,
+    failed: Option<u64>,
     no_live: Option<[u64; 3]>,
 }
 
 impl ModuleCounts {
-    /// The counts since `before` (counters only grow), as the summary's
-    /// three fields.
-    fn since(self, before: &ModuleCounts) -> (Option<u64>, Option<u64>, Option<[u64; 3]>) {
+    /// The counts since `before` (counters only grow).
+    fn since(self, before: &ModuleCounts) -> ModuleCounts {
         let minus = |a: Option<u64>, b: Option<u64>| a.map(|a| a.saturating_sub(b.unwrap_or(0)));
-        (
-            minus(self.rescued, before.rescued),
-            minus(self.busy, before.busy),
-            self.no_live.map(|n| {
+        ModuleCounts {
+            rescued: minus(self.rescued, before.rescued),
+            busy: minus(self.busy, before.busy),
+            failed: minus(self.failed, before.failed),
+            no_live: self.no_live.map(|n| {
                 let b = before.no_live.unwrap_or_default();
                 [0, 1, 2].map(|i| n[i].saturating_sub(b[i]))
             }),
-        )
+        }
     }
 }
 
@@ -346,6 +353,7 @@ fn module_counts(status: Option<&Value>) -> ModuleCounts {
     ModuleCounts {
         rescued: s.counter(Counter::Rescued),
         busy: busy.map(|(a, b)| a + b),
+        failed: s.counter(Counter::Failed),
         no_live: generation
             .zip(unavailable)
             .zip(empty)
@@ -377,18 +385,26 @@ mod tests {
         let before = ModuleCounts {
             rescued: Some(1),
             busy: Some(2),
+            failed: Some(1),
             no_live: Some([0, 0, 3]),
         };
         let after = ModuleCounts {
             rescued: Some(5),
             busy: Some(7),
+            failed: Some(2),
             no_live: Some([1, 0, 9]),
         };
-        assert_eq!(after.since(&before), (Some(4), Some(5), Some([1, 0, 6])));
+        let since = ModuleCounts {
+            rescued: Some(4),
+            busy: Some(5),
+            failed: Some(1),
+            no_live: Some([1, 0, 6]),
+        };
+        assert_eq!(after.since(&before), since);
+        assert_eq!(after.since(&ModuleCounts::default()), after);
         assert_eq!(
-            after.since(&ModuleCounts::default()),
-            (Some(5), Some(7), Some([1, 0, 9]))
+            ModuleCounts::default().since(&before),
+            ModuleCounts::default()
         );
-        assert_eq!(ModuleCounts::default().since(&before), (None, None, None));
     }
 }

@@ -455,6 +455,37 @@ impl Nginx {
         let _ = child.wait();
     }
 
+    /// Every upstream on the module's status page (`/status` on nginx's
+    /// port) counted each generation-busy selection as rescued or failed,
+    /// one of the two: busy (first + retry) = rescued + failed. Read with
+    /// a blocking HTTP/1.0 GET, so a test's synchronous `finish` can call
+    /// it once its requests are done.
+    pub fn assert_busy_is_rescued_plus_failed(&self) {
+        use crate::metrics::{Counter, StatusExt};
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(self.addr()).expect("connect for the status");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /status?format=json HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .expect("send the status request");
+        let mut response = String::new();
+        s.read_to_string(&mut response).expect("read the status");
+        let (head, body) = response
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("status: {response}"));
+        assert!(head.starts_with("HTTP/1.1 200"), "status: {head}");
+        let status: serde_json::Value = serde_json::from_str(body).expect("status JSON");
+        let upstreams = status["upstreams"].as_array().expect("upstreams");
+        for u in upstreams {
+            let busy = u.count(Counter::BusyFirst) + u.count(Counter::BusyRetry);
+            let settled = u.count(Counter::Rescued) + u.count(Counter::Failed);
+            assert_eq!(
+                busy, settled,
+                "busy (first + retry) != rescued + failed: a generation-busy selection \
+                 ended neither way, or twice: {u}"
+            );
+        }
+    }
+
     /// Stops nginx and fails on any of [`errorlog::FATAL_MARKERS`].
     pub fn finish(mut self) {
         self.stop();

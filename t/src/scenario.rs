@@ -512,8 +512,12 @@ impl Lab {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Stops nginx, failing on fatal error.log lines.
+    /// Stops nginx, failing on fatal error.log lines; with the module,
+    /// first checks every upstream's busy = rescued + failed.
     pub fn finish(self) {
+        if self.config.flavor.module.is_some() {
+            self.nginx.assert_busy_is_rescued_plus_failed();
+        }
         self.nginx.finish();
     }
 }

@@ -305,6 +305,8 @@ pub struct StreamLab {
     ports: Vec<u16>,
     next: usize,
     current: Ipv4Addr,
+    /// Whether nginx has the module (and so a status page to check).
+    module: bool,
 }
 
 /// What one stream race produced.
@@ -383,6 +385,7 @@ impl StreamLab {
             ports,
             next: 0,
             current: OLD,
+            module,
         }
     }
 
@@ -502,7 +505,12 @@ impl StreamLab {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Stops nginx, failing on fatal error.log lines; with the module,
+    /// first checks every upstream's busy = rescued + failed.
     pub fn finish(self) {
+        if self.module {
+            self.nginx.assert_busy_is_rescued_plus_failed();
+        }
         self.nginx.finish();
     }
 }

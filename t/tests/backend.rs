@@ -36,6 +36,8 @@ async fn read_response(s: &mut TcpStream) -> Vec<u8> {
     }
 }
 
+/// Non-regression guard: a check of the test backend itself; no nginx module is
+/// involved.
 #[tokio::test]
 async fn response_delay_holds_the_answer() {
     let b = Backend::start().await;
@@ -52,6 +54,8 @@ async fn response_delay_holds_the_answer() {
     );
 }
 
+/// Non-regression guard: a check of the test backend itself; no nginx module is
+/// involved.
 #[tokio::test]
 async fn idle_timeout_closes_a_kept_alive_connection() {
     let b = Backend::start().await;
@@ -72,6 +76,9 @@ async fn idle_timeout_closes_a_kept_alive_connection() {
 
 /// The HEAD check of the status endpoint can fail: this backend answers a
 /// HEAD with a body, as a faulty handler would, and `Client::head` sees it.
+///
+/// Non-regression guard: a check of the test backend itself; no nginx module is
+/// involved.
 #[tokio::test]
 async fn a_body_sent_after_a_head_is_seen() {
     let backend = Backend::start().await;

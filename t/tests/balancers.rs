@@ -229,6 +229,7 @@ macro_rules! balancer_tests {
             run($directive, Fix::Module).await;
         }
 
+        /// Non-regression guard: the patched nginx, without the module.
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn $patched() {
             run($directive, Fix::Patched).await;
@@ -271,11 +272,15 @@ async fn run_since(since: (u32, u32, u32), balancer: &'static str, fix: Fix) {
 
 macro_rules! newer_balancer_tests {
     ($($name:ident, $patched:ident => $since:expr, $directive:expr,)*) => {$(
+        /// Non-regression guard: before the version that ships the
+        /// balancer the test only proves nginx refuses its directive; from
+        /// that version on it is a rescue test.
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn $name() {
             run_since($since, $directive, Fix::Module).await;
         }
 
+        /// Non-regression guard: the patched nginx, without the module.
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn $patched() {
             run_since($since, $directive, Fix::Patched).await;

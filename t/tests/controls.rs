@@ -13,6 +13,9 @@ use reqwest::Method;
 
 /// DNS alternation alone: the name's single A record swaps at every
 /// re-resolve under load, and no client sees an error (swaps are atomic).
+///
+/// Non-regression guard: a control of the seed: each fault alone is harmless to
+/// stock nginx, module or not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dns_alternation_alone_gives_no_errors() {
     let lab = Lab::start(Flavor::stock(), "").await;
@@ -43,6 +46,9 @@ async fn dns_alternation_alone_gives_no_errors() {
 
 /// Keepalive reclaim alone on a fixed address: many first attempts fail on
 /// reused connections, and nginx's retry rescues every one.
+///
+/// Non-regression guard: a control of the seed: each fault alone is harmless to
+/// stock nginx, module or not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn keepalive_reclaim_alone_is_rescued_by_retry() {
     let lab = Lab::start(Flavor::stock(), "").await;

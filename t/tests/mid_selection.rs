@@ -453,3 +453,35 @@ async fn a_change_at_the_first_selection_is_rescued_and_counted_as_first() {
     assert_eq!(log.matches(&rescue).count(), 1, "{log}");
     run.nginx.finish();
 }
+
+/// The request's generation is taken before the balancer's `peer.init`
+/// takes its own snapshot of the list, never after: worker 1 is stopped
+/// as round-robin's `peer.init` returns (its snapshot taken, at the old
+/// generation), worker 0 applies a DNS change, and worker 1's first
+/// selection is refused by round-robin. The module must see a change since
+/// the request started and rescue it; had it read the generation after the
+/// init (the new one), it would take the refusal for unusable peers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_generation_is_taken_before_the_balancers_own_snapshot() {
+    let mut run = Run::start(1).await;
+    let workers = workers(&run.nginx).await;
+    let g0 = run.generation().await;
+    let bp = Breakpoint::attach(workers[1], INIT, 0).await.unwrap();
+    let mut on_1 = run.on_1.take().unwrap();
+    let request = tokio::spawn(async move { on_1.get("/init").await });
+    let stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
+    let stopped = stopped.finish().await.unwrap();
+    run.flip(ADDR_B, g0).await;
+    stopped.release().await.unwrap();
+    let r = request.await.unwrap().unwrap();
+    assert_eq!(worker(&r), workers[1]);
+    assert_eq!(
+        (r.status(), r.body.as_str()),
+        (200, &*format!("{ADDR_B}\n"))
+    );
+    let s = status(&mut run.on_0).await;
+    assert_eq!(s.count(Counter::BusyFirst), 1, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+    assert_eq!(s.count(Counter::NoLiveUnavailable), 0, "{s}");
+    run.nginx.finish();
+}

@@ -18,6 +18,9 @@ const ON: &str = "generation_retry_resnapshot on;";
 /// The status endpoint: Prometheus by default with the exact content type,
 /// JSON on request, HEAD without a body, 405 for other methods, and nginx's
 /// access control in front of it.
+///
+/// Non-regression guard: the status handler's format, methods and access
+/// control, whatever the counters hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn status_endpoint_formats_methods_and_access() {
     let spec = Spec::single_peer(Flavor::with_module(), "", ON).http_extra(
@@ -99,6 +102,9 @@ async fn status_endpoint_formats_methods_and_access() {
 /// `gzip_types` matches the status endpoint's bare content types, as it
 /// matches nginx's own responses: both views are compressed when the client
 /// accepts gzip (and not when it does not).
+///
+/// Non-regression guard: the status handler's content types under gzip,
+/// whatever the counters hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn status_endpoint_is_compressed_as_gzip_types_says() {
     let spec = Spec::single_peer(Flavor::with_module(), "", ON)
@@ -225,6 +231,9 @@ async fn unusable_peers_are_counted_as_unavailable() {
 /// by nginx (non-idempotent), so the module has nothing to do even though
 /// the peer list changed meanwhile: 502 with one hop, no counter moves, and
 /// the backend saw each request once and never answered it twice.
+///
+/// Non-regression guard: the module must not retry what nginx does not retry;
+/// doing nothing passes, as it should.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sent_non_idempotent_requests_are_not_retried() {
     let lab = Lab::start_spec(Spec::single_peer(Flavor::with_module(), "", ON)).await;

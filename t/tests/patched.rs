@@ -45,6 +45,8 @@ fn assert_rescued_by_the_patch(lab: &Lab, race: &Race) {
 
 /// The patched nginx alone rescues every race, on the new address, each
 /// with one line of the patch's.
+///
+/// Non-regression guard: the patched nginx, without the module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn patched_nginx_rescues_the_race_without_the_module() {
     let mut lab = Lab::start(Flavor::patched(), "").await;
@@ -60,6 +62,9 @@ async fn patched_nginx_rescues_the_race_without_the_module() {
 /// With the module loaded into the patched nginx and `on`, the patch
 /// re-snapshots first (its line, the new address), so the module never
 /// meets a stale state: it re-snapshots nothing and counts nothing.
+///
+/// Non-regression guard: in a patched nginx the module must find nothing to
+/// rescue; the patch does the work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn module_in_patched_nginx_finds_nothing_to_rescue() {
     let mut lab = Lab::start_spec(Spec::single_peer(

@@ -8,6 +8,8 @@ use generation_retry_t::scenario::Lab;
 /// Stock nginx answers the scripted race with the 2-hop 502, every time:
 /// `$upstream_addr` "OLD:P, be", and error.log's `upstream prematurely closed
 /// connection` then `no live upstreams` on the same connection.
+///
+/// Non-regression guard: stock nginx, without the module: the race is real.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stock_reproduces_two_hop_502() {
     let mut lab = Lab::start(Flavor::stock(), "").await;

@@ -35,6 +35,7 @@ fn assert_rescued(lab: &StreamLab, race: &StreamRace) {
     );
 }
 
+/// Non-regression guard: stock nginx, without the module: the race is real.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stock_nginx_fails_the_stream_race_with_no_live_upstreams() {
     let mut lab = StreamLab::start(StreamSpec::new(Flavor::stock(), 2)).await;
@@ -167,6 +168,9 @@ async fn module_on_rescues_the_stream_race_with_least_conn() {
 }
 
 /// `least_time connect` (stream, nginx 1.31.0 and later): rescued too.
+///
+/// Non-regression guard: before nginx 1.31.0 there is no stream `least_time`
+/// and the test only says so; from 1.31.0 it is a rescue test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn module_on_rescues_the_stream_race_with_least_time() {
     let v = generation_retry_t::nginx::version();
@@ -200,6 +204,8 @@ fn assert_patch_line(race: &StreamRace) {
 
 /// The patched nginx alone rescues the stream race: the bytes come back
 /// from the new address, and the patch logs its line on the session.
+///
+/// Non-regression guard: the patched nginx, without the module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn patched_nginx_rescues_the_stream_race_without_the_module() {
     let mut lab = StreamLab::start(StreamSpec::new(Flavor::patched(), 2)).await;
@@ -211,6 +217,8 @@ async fn patched_nginx_rescues_the_stream_race_without_the_module() {
     lab.finish();
 }
 
+/// Non-regression guard: in a patched nginx the module must find nothing to
+/// rescue; the patch does the work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn module_in_patched_nginx_counts_nothing_for_stream() {
     // The core re-snapshots first, so the module never sees a stale state.
@@ -226,6 +234,8 @@ async fn module_in_patched_nginx_counts_nothing_for_stream() {
     lab.finish();
 }
 
+/// Non-regression guard: a check of the shared object's symbols, not of its
+/// behaviour.
 #[test]
 fn the_shared_object_needs_no_stream_symbol_of_nginx() {
     // What lets one .so load into an nginx built without --with-stream, or
@@ -278,6 +288,10 @@ async fn greeted(addr: std::net::SocketAddr) -> (String, tokio::net::TcpStream) 
 /// `fail_timeout`, held open), the sessions that follow are shared with it
 /// at once. Had the notification not reached round-robin, A would still
 /// count one failure while that session lasts and get none of them.
+///
+/// Non-regression guard: without the wrapper round-robin gets the notification
+/// directly; the test shows the wrapper forwards it (cargo xtask mutants:
+/// notify-not-forwarded).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connect_notification_reaches_the_balancer() {
     use generation_retry_t::nginx::{Config, Nginx};

@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use crate::build::{self, CargoOutputs, MODULE_FILE};
 use crate::harness::{matrix_env, test_binaries};
+use crate::test_wrap;
 use crate::tree::{copy_if_changed, files};
 use crate::workspace::{cargo, root, target_dir, Result};
 
@@ -286,7 +287,10 @@ pub const MUTANTS: &[Mutant] = &[
             "    let rc = unsafe { original(r, us) };\n",
             "    let snapshot = generation::<P>(uscf);\n",
         ),
-        tests: &[RESCUES, STREAM_RESCUES],
+        tests: &[(
+            "mid_selection",
+            "the_generation_is_taken_before_the_balancers_own_snapshot",
+        )],
         core: false,
         whole_suite: false,
     },
@@ -766,9 +770,9 @@ fn sync_tree(tree: &Path) -> Result {
     Ok(())
 }
 
-/// A mutant's install directory: `stock` and `patched` linked to the
-/// default build's (or `patched` the mutant's own, already in place), and
-/// the module copied there.
+/// A mutant's install directory: `stock`, `patched` and the test-only
+/// wrapper module linked to the default build's (or `patched` the
+/// mutant's own, already in place), and the module copied there.
 fn install(dir: &Path, main: &Path, module: &Path, patched: Option<&Path>) -> Result<PathBuf> {
     let link = |rel: &str| -> Result {
         let at = dir.join(rel);
@@ -780,6 +784,7 @@ fn install(dir: &Path, main: &Path, module: &Path, patched: Option<&Path>) -> Re
             .map_err(|e| format!("{}: {e}", at.display()))
     };
     link("stock/sbin/nginx")?;
+    link(&format!("modules/{}", test_wrap::FILE))?;
     match patched {
         Some(p) => {
             let want = dir.join("patched/sbin/nginx");

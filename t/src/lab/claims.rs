@@ -97,6 +97,9 @@ pub enum Claim {
     NoLiveCounted,
     /// Every rescue counted was logged, one line each (generic, module).
     RescuesLogged,
+    /// Every generation-busy selection ended rescued or failed, one of the
+    /// two: busy == rescued + failed (generic, module).
+    BusyIsRescuedPlusFailed,
     /// 2-hop 502s: refused at a retry's selection (the race).
     TwoHop502(Cmp),
     /// 1-hop 502s: refused at the first selection.
@@ -183,6 +186,17 @@ impl Claim {
                         r.rescued_logged
                     )
                 }),
+            },
+            Claim::BusyIsRescuedPlusFailed => match (r.busy, r.rescued, r.failed) {
+                (Some(busy), Some(rescued), Some(failed)) => {
+                    (busy != rescued + failed).then(|| {
+                        format!(
+                            "busy {busy} != rescued {rescued} + failed {failed}: \
+                             some generation-busy selection ended neither way, or twice"
+                        )
+                    })
+                }
+                _ => Some("busy, rescued, failed: no module status".into()),
             },
             Claim::TwoHop502(c) => cmp("2-hop 502s", c, r.two_hop_502 as u64),
             Claim::OneHop502(c) => cmp("1-hop 502s", c, r.one_hop_502 as u64),
@@ -308,6 +322,7 @@ impl Arm {
         if matches!(row.build, Build::Module(_)) {
             claims.push(Claim::NoLiveCounted);
             claims.push(Claim::RescuesLogged);
+            claims.push(Claim::BusyIsRescuedPlusFailed);
         }
         claims
     }
@@ -413,6 +428,7 @@ mod tests {
             arm: "module-off".into(),
             busy: Some(16),
             rescued: Some(0),
+            failed: Some(16),
             no_live: Some([16, 0, 0]),
             ..stock()
         };
@@ -420,9 +436,10 @@ mod tests {
         r.no_live = Some([15, 0, 0]);
         r.busy = Some(15);
         let failed = Arm::ModuleOff.check(&r, &opts);
-        assert_eq!(failed.len(), 2, "{failed:#?}");
+        assert_eq!(failed.len(), 3, "{failed:#?}");
         assert!(failed[0].contains("NoLiveCounted"));
-        assert!(failed[1].contains("BusyIsNoLive502: busy 15, rescued 0"));
+        assert!(failed[1].contains("BusyIsRescuedPlusFailed: busy 15 != rescued 0 + failed 16"));
+        assert!(failed[2].contains("BusyIsNoLive502: busy 15, rescued 0"));
         r.no_live = None;
         assert!(Arm::ModuleOff
             .check(&r, &opts)

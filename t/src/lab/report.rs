@@ -33,6 +33,8 @@ pub struct ArmResult {
     /// to `rescued`.
     pub rescued_logged: usize,
     pub busy: Option<u64>,
+    /// Generation-busy selections that ended failed (module arms).
+    pub failed: Option<u64>,
     /// no_live by cause (generation, unavailable, empty), module arms.
     pub no_live: Option<[u64; 3]>,
     pub p50_ms: f64,
@@ -63,6 +65,7 @@ impl ArmResult {
             "ms_after_swap_max": max,
             "rescued": self.rescued,
             "busy": self.busy,
+            "failed": self.failed,
             "no_live_generation": self.no_live.map(|n| n[0]),
             "no_live_unavailable": self.no_live.map(|n| n[1]),
             "no_live_empty": self.no_live.map(|n| n[2]),
