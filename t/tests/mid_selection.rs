@@ -123,6 +123,28 @@ async fn status(c: &mut Connection) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no upstream {UPSTREAM}: {}", r.body))
 }
 
+/// Points the name at `ip` and waits until nginx asked and was told.
+async fn point(dns: &DnsServer, ip: Ipv4Addr) {
+    let since = Instant::now();
+    dns.set_a(NAME, ip);
+    dns.wait_answered(
+        NAME,
+        &Answer::A(vec![ip]),
+        since,
+        patience(Duration::from_secs(10)),
+    )
+    .await
+    .unwrap();
+}
+
+/// Where gdb holds worker 1 in a function.
+enum Stop {
+    /// As it is called.
+    AtEntry,
+    /// As it returns, in its caller.
+    AtReturn,
+}
+
 impl Run {
     async fn start(max: u32) -> Run {
         let dns = DnsServer::start().await;
@@ -165,17 +187,7 @@ impl Run {
     /// and applied it: the shared list's generation moved past `from`.
     /// Returns the new generation.
     async fn flip(&mut self, ip: Ipv4Addr, from: u64) -> u64 {
-        let since = Instant::now();
-        self.dns.set_a(NAME, ip);
-        self.dns
-            .wait_answered(
-                NAME,
-                &Answer::A(vec![ip]),
-                since,
-                patience(Duration::from_secs(10)),
-            )
-            .await
-            .unwrap();
+        point(&self.dns, ip).await;
         let deadline = Instant::now() + patience(Duration::from_secs(10));
         loop {
             let g = self.generation().await;
@@ -188,6 +200,37 @@ impl Run {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// Worker 1 serves a new request for `path` and is held at its next
+    /// call of `function` (where `stop` says) while worker 0 applies a DNS
+    /// change to ADDR_B; released, the request must be answered 200 by
+    /// ADDR_B, by worker 1.
+    async fn first_request_across_a_change(&mut self, function: &str, stop: Stop, path: &str) {
+        let workers = workers(&self.nginx).await;
+        let g0 = self.generation().await;
+        let bp = Breakpoint::attach(workers[1], function, 0).await.unwrap();
+        let mut on_1 = self.on_1.take().unwrap();
+        let path_owned = path.to_string();
+        let request = tokio::spawn(async move {
+            let r = on_1.get(&path_owned).await;
+            (on_1, r)
+        });
+        let mut stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
+        if let Stop::AtReturn = stop {
+            stopped = stopped.finish().await.unwrap();
+        }
+        self.flip(ADDR_B, g0).await;
+        stopped.release().await.unwrap();
+        let (on_1, r) = request.await.unwrap();
+        self.on_1 = Some(on_1);
+        let r = r.unwrap();
+        assert_eq!(worker(&r), workers[1]);
+        assert_eq!(
+            (r.status(), r.body.as_str()),
+            (200, &*format!("{ADDR_B}\n")),
+            "{path}"
+        );
     }
 
     /// The race of `Lab::race_once`, served by worker 1, with the list
@@ -320,17 +363,7 @@ async fn race_with_fault(
         .await
         .unwrap();
     assert_eq!((held.addr, held.path.as_str()), (ADDR_A, "/race"));
-    let since = Instant::now();
-    lab.dns.set_a(NAME, ADDR_B);
-    lab.dns
-        .wait_answered(
-            NAME,
-            &Answer::A(vec![ADDR_B]),
-            since,
-            patience(Duration::from_secs(10)),
-        )
-        .await
-        .unwrap();
+    point(&lab.dns, ADDR_B).await;
     lab.wait_proxying_to(ADDR_B, "/probe").await;
 
     // From here the worker runs nothing but the race's retry.
@@ -420,20 +453,8 @@ async fn an_error_from_the_fresh_selection_is_passed_through_and_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_change_at_the_first_selection_is_rescued_and_counted_as_first() {
     let mut run = Run::start(1).await;
-    let workers = workers(&run.nginx).await;
-    let g0 = run.generation().await;
-    let bp = Breakpoint::attach(workers[1], SELECT, 0).await.unwrap();
-    let mut on_1 = run.on_1.take().unwrap();
-    let request = tokio::spawn(async move { on_1.get("/first").await });
-    let stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
-    run.flip(ADDR_B, g0).await;
-    stopped.release().await.unwrap();
-    let r = request.await.unwrap().unwrap();
-    assert_eq!(worker(&r), workers[1]);
-    assert_eq!(
-        (r.status(), r.body.as_str()),
-        (200, &*format!("{ADDR_B}\n"))
-    );
+    run.first_request_across_a_change(SELECT, Stop::AtEntry, "/first")
+        .await;
     let entry = run.nginx.access_entries("/first", 1).await.remove(0);
     assert_eq!(
         entry.hops,
@@ -464,21 +485,8 @@ async fn a_change_at_the_first_selection_is_rescued_and_counted_as_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_generation_is_taken_before_the_balancers_own_snapshot() {
     let mut run = Run::start(1).await;
-    let workers = workers(&run.nginx).await;
-    let g0 = run.generation().await;
-    let bp = Breakpoint::attach(workers[1], INIT, 0).await.unwrap();
-    let mut on_1 = run.on_1.take().unwrap();
-    let request = tokio::spawn(async move { on_1.get("/init").await });
-    let stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
-    let stopped = stopped.finish().await.unwrap();
-    run.flip(ADDR_B, g0).await;
-    stopped.release().await.unwrap();
-    let r = request.await.unwrap().unwrap();
-    assert_eq!(worker(&r), workers[1]);
-    assert_eq!(
-        (r.status(), r.body.as_str()),
-        (200, &*format!("{ADDR_B}\n"))
-    );
+    run.first_request_across_a_change(INIT, Stop::AtReturn, "/init")
+        .await;
     let s = status(&mut run.on_0).await;
     assert_eq!(s.count(Counter::BusyFirst), 1, "{s}");
     assert_eq!(s.count(Counter::Rescued), 1, "{s}");
