@@ -56,8 +56,11 @@ impl<P: Proto> Default for SrvConf<P> {
 
 impl<P: Proto> SrvConf<P> {
     pub(crate) fn slot(&self) -> Option<&Slot> {
-        // SAFETY: a non-NULL slot points into the counters zone, which lives
-        // at least as long as the cycle this configuration belongs to.
+        // SAFETY: a non-NULL slot points into the counters zone and is freed
+        // only once no live process runs this configuration (shm.rs: the
+        // master frees only what no recorded configuration has, and nothing
+        // while a child is unrecorded); the fields the master may still
+        // write (`next`, `epoch`) are atomics.
         unsafe { self.slot.as_ref() }
     }
 

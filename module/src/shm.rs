@@ -11,7 +11,16 @@
 //! and configuration in the zone when it starts. When the master sets up a
 //! configuration, it frees the slots that neither it nor any configuration
 //! with a live worker has (`generation_retry_core::zone::reclaimable`), so
-//! renames and removals do not use the zone up.
+//! renames and removals do not use the zone up; it frees nothing while any
+//! of its live children has not recorded itself (just forked, or the table
+//! full), since that child's configuration is unknown.
+//!
+//! Who touches what: the master alone writes the list, the slots' `next`
+//! and `epoch` and the header's `head`, `slots` and `epoch` (while it sets
+//! up a configuration); workers touch only the counters and their own
+//! entry of the worker table. Fields a worker may hold a reference to while
+//! the master writes them are atomics; the master reaches the header's
+//! plain fields through raw pointers only.
 //!
 //! Each protocol's block registers with the zone of its cycle (its
 //! configuration and two functions), so this file names no protocol and
@@ -20,7 +29,7 @@
 use core::ffi::c_void;
 use core::mem::size_of;
 use core::ptr;
-use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering};
 use std::collections::HashMap;
 
 use generation_retry_core::log;
@@ -28,19 +37,20 @@ use generation_retry_core::metrics::{Counter, Counters, Protocol, UpstreamStats,
 use generation_retry_core::zone::{name_key, reclaimable, SlabLayout};
 use ngx::core::{Pool, Status};
 use ngx::ffi::{
-    kill, ngx_conf_t, ngx_cycle_t, ngx_int_t, ngx_log_t, ngx_pagesize, ngx_pid,
-    ngx_shared_memory_add, ngx_shm_zone_t, ngx_slab_calloc, ngx_slab_free, ngx_slab_page_t,
-    ngx_slab_pool_t, ngx_slab_stat_t, ngx_str_t, ESRCH, NGX_LOG_EMERG, NGX_LOG_NOTICE,
-    NGX_LOG_WARN,
+    kill, ngx_conf_t, ngx_cycle_t, ngx_int_t, ngx_last_process, ngx_log_t, ngx_pagesize, ngx_pid,
+    ngx_processes, ngx_shared_memory_add, ngx_shm_zone_t, ngx_slab_calloc, ngx_slab_free,
+    ngx_slab_page_t, ngx_slab_pool_t, ngx_slab_stat_t, ngx_str_t, ESRCH, NGX_LOG_EMERG,
+    NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_MAX_PROCESSES,
 };
 use ngx::ngx_log_error;
 
 const MAGIC: u64 = 0x6765_6e72_6574_7232; // "genretr2"
 
-/// The zone's size. Shared memory is mapped, not committed: pages are
-/// touched as upstreams get counters (about 128 to 256 bytes each with its
-/// name), so the size costs address space, not memory, and holds on the
-/// order of a hundred thousand upstreams.
+/// The zone's size. Shared memory is mapped, not committed (unless the
+/// kernel is set to strict overcommit, `vm.overcommit_memory=2`): pages
+/// are touched as upstreams get counters (about 150 bytes each with its
+/// name), so the size costs address space, not memory, and holds about
+/// 200,000 upstreams.
 const ZONE_BYTES: usize = 32 << 20;
 
 /// Worker processes whose configuration the zone can know at once (all
@@ -53,10 +63,11 @@ const WORKERS: usize = 1024;
 /// allocation.
 #[repr(C)]
 pub(crate) struct Slot {
-    /// The next slot of the zone's list (written by the master alone).
-    next: *mut Slot,
-    /// The newest configuration (epoch) that has this upstream.
-    epoch: u64,
+    /// The next slot of the zone's list (written by the master alone;
+    /// atomic because workers hold references to slots).
+    next: AtomicPtr<Slot>,
+    /// The newest configuration (epoch) that has this upstream (as `next`).
+    epoch: AtomicU64,
     /// 1 + the `Protocol` discriminant.
     protocol: usize,
     name_len: usize,
@@ -104,6 +115,11 @@ pub(crate) struct Shared {
 
 /// Finds or takes the slots of one configuration's upstreams, in the
 /// master while the zone's init runs.
+///
+/// Its contract, which its methods' `// SAFETY:` comments refer to: made
+/// only by `init_zone`, in the master's one thread, with `shared` the
+/// zone's header and `pool` its slab pool; it lives only during that init,
+/// while no other process writes the header's plain fields or the list.
 pub(crate) struct Assigner {
     shared: *mut Shared,
     pool: *mut ngx_slab_pool_t,
@@ -132,9 +148,8 @@ impl Assigner {
                 slot
             }
         };
-        // SAFETY: a slot of the zone's list; the master alone writes
-        // `epoch` (workers touch only the atomics).
-        unsafe { (*slot).epoch = self.epoch };
+        // SAFETY: a live slot of the zone's list.
+        unsafe { (*slot).epoch.store(self.epoch, Ordering::Relaxed) };
         slot
     }
 
@@ -152,7 +167,7 @@ impl Assigner {
             ptr::copy_nonoverlapping(name.as_ptr(), slot.add(1).cast::<u8>(), name.len());
             (*slot).name_len = name.len();
             (*slot).protocol = tag;
-            (*slot).next = (*self.shared).head;
+            (*slot).next = AtomicPtr::new((*self.shared).head);
             (*self.shared).head = slot;
             (*self.shared).slots += 1;
         }
@@ -173,56 +188,95 @@ impl Assigner {
 
     /// Frees the slots no configuration that may still count has: neither
     /// this one nor one with a live worker (or one of the two before this
-    /// one). Returns how many were freed.
+    /// one). Frees nothing while a live child of the master has not
+    /// recorded itself. Returns how many were freed.
     fn reclaim(&mut self) -> usize {
-        // SAFETY: per the Assigner's contract.
-        let shared = unsafe { &mut *self.shared };
-        let Some(oldest_live) = oldest_live(shared) else {
-            ngx_log_error!(
-                NGX_LOG_WARN,
-                self.log,
-                "{}",
-                log::zone_workers_full(ZONE_NAME, WORKERS)
-            );
-            return 0;
+        // SAFETY: per the Assigner's contract (see `init_zone`): the master,
+        // setting up a configuration; the table's entries are atomics.
+        let workers = unsafe { &*ptr::addr_of!((*self.shared).workers) };
+        let oldest_live = match oldest_live(workers) {
+            Ok(oldest) => oldest,
+            Err(unknown) => {
+                let full = workers.iter().all(|w| w.pid.load(Ordering::Acquire) != 0);
+                let line = log::zone_workers_unknown(ZONE_NAME, unknown, WORKERS);
+                if full {
+                    ngx_log_error!(NGX_LOG_WARN, self.log, "{}", line);
+                } else {
+                    ngx_log_error!(NGX_LOG_NOTICE, self.log, "{}", line);
+                }
+                return 0;
+            }
         };
         let mut freed = 0;
-        let mut link: *mut *mut Slot = &mut shared.head;
-        // SAFETY: the list is the master's alone; each unlinked slot is
-        // known to no running configuration (`reclaimable`), so no worker
-        // counts into it, and it is freed once.
+        let mut prev: *const Slot = ptr::null();
+        // SAFETY: the list is the master's alone to change; each slot
+        // unlinked is had by no configuration with a live process (all of
+        // which are recorded, checked above), so no process counts into it,
+        // and it is freed once.
         unsafe {
-            while !(*link).is_null() {
-                let slot = *link;
-                if reclaimable((*slot).epoch, self.epoch, oldest_live) {
-                    *link = (*slot).next;
+            let mut slot = (*self.shared).head;
+            while !slot.is_null() {
+                let next = (*slot).next.load(Ordering::Relaxed);
+                if reclaimable(
+                    (*slot).epoch.load(Ordering::Relaxed),
+                    self.epoch,
+                    oldest_live,
+                ) {
+                    match prev.as_ref() {
+                        None => (*self.shared).head = next,
+                        Some(p) => p.next.store(next, Ordering::Relaxed),
+                    }
                     ngx_slab_free(self.pool, slot.cast());
                     freed += 1;
                 } else {
-                    link = &mut (*slot).next;
+                    prev = slot;
                 }
+                slot = next;
             }
+            (*self.shared).slots -= freed;
         }
-        shared.slots -= freed;
         freed
     }
 }
 
-/// The oldest configuration a live worker runs: `Some(None)` when no worker
-/// is known, `None` when the table is full (so a worker may be missing).
-fn oldest_live(shared: &Shared) -> Option<Option<u64>> {
+/// The oldest configuration a live recorded process runs (`None` when none
+/// is recorded); `Err(n)` when `n` live children of the master are not in
+/// the table (just forked, before their `init_process`, or the table was
+/// full), so their configuration is unknown.
+fn oldest_live(workers: &[Worker; WORKERS]) -> Result<Option<u64>, usize> {
     let mut oldest: Option<u64> = None;
-    let mut used = 0;
-    for w in &shared.workers {
+    let mut recorded = Vec::new();
+    for w in workers {
         let pid = w.pid.load(Ordering::Acquire);
         if pid == 0 || !alive(pid) {
             continue;
         }
-        used += 1;
+        recorded.push(pid);
         let epoch = w.epoch.load(Ordering::Acquire);
         oldest = Some(oldest.map_or(epoch, |o| o.min(epoch)));
     }
-    (used < WORKERS).then_some(oldest)
+    let unknown = master_children()
+        .filter(|pid| alive(*pid) && !recorded.contains(pid))
+        .count();
+    if unknown > 0 {
+        return Err(unknown);
+    }
+    Ok(oldest)
+}
+
+/// The pids of the master's children, from its process table (empty in a
+/// worker and with `master_process off`). A new binary started by USR2 is
+/// among them and never records itself, so nothing is freed while it runs
+/// beside the old master.
+fn master_children() -> impl Iterator<Item = i64> {
+    // SAFETY: the master's own table, written only by the master's own
+    // (single) thread, which is the one running this; read by value.
+    let last = unsafe { ngx_last_process }.max(0) as usize;
+    (0..last.min(NGX_MAX_PROCESSES as usize)).filter_map(|i| {
+        // SAFETY: as above; `i` is within the table.
+        let pid = unsafe { (*ptr::addr_of!(ngx_processes[i])).pid };
+        (pid > 0).then_some(i64::from(pid))
+    })
 }
 
 /// Whether process `pid` exists (signal 0 checks without sending).
@@ -371,7 +425,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> n
             .index
             .entry((s.protocol, name_key(s.name())))
             .or_insert(slot);
-        slot = s.next;
+        slot = s.next.load(Ordering::Relaxed);
     }
     for r in ctx.registered() {
         // SAFETY: single-threaded master, the registration of this cycle
@@ -449,20 +503,19 @@ pub(crate) unsafe fn worker_started(cycle: *mut ngx_cycle_t) {
     let Some(ctx) = (unsafe { our_zone(cycle) }).and_then(zone_ctx) else {
         return;
     };
-    // SAFETY: initialised in the master before the worker was forked.
-    let Some(shared) = (unsafe { ctx.shared.as_ref() }) else {
-        return;
-    };
-    // SAFETY: ngx_pid is set before init_process runs.
-    let pid = i64::from(unsafe { ngx_pid });
-    if shared
-        .workers
-        .iter()
-        .any(|w| w.pid.load(Ordering::Acquire) == pid)
-    {
+    if ctx.shared.is_null() {
         return;
     }
-    for w in &shared.workers {
+    // SAFETY: initialised in the master before the process was forked; only
+    // the table of atomics is referenced (the master may be writing the
+    // header's other fields during a reload).
+    let workers = unsafe { &*ptr::addr_of!((*ctx.shared).workers) };
+    // SAFETY: ngx_pid is set before init_process runs.
+    let pid = i64::from(unsafe { ngx_pid });
+    if workers.iter().any(|w| w.pid.load(Ordering::Acquire) == pid) {
+        return;
+    }
+    for w in workers {
         let seen = w.pid.load(Ordering::Acquire);
         let free = seen == 0 || (seen != pid && !alive(seen));
         if free
@@ -474,7 +527,8 @@ pub(crate) unsafe fn worker_started(cycle: *mut ngx_cycle_t) {
             return;
         }
     }
-    // The table is full: the master sees it full and frees nothing.
+    // The table is full: the master finds this live child unrecorded and
+    // frees nothing while it runs.
 }
 
 /// The module's zone among the cycle's shared memory zones.

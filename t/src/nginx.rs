@@ -412,6 +412,27 @@ impl Nginx {
         self.reload();
     }
 
+    /// Writes `config` as nginx.conf and reloads, waiting only until the
+    /// new cycle's worker has started: old workers may go on draining.
+    pub fn reconfigure_while_draining(&self, config: &Config) {
+        fs::write(
+            self.prefix.join("nginx.conf"),
+            config.render(&self.prefix, self.port),
+        )
+        .expect("write nginx.conf");
+        let started = self.error_log().matches("start worker process").count();
+        self.signal(libc::SIGHUP);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.error_log().matches("start worker process").count() <= started {
+            assert!(
+                Instant::now() < deadline,
+                "no new worker after the reload:\n{}",
+                self.error_log()
+            );
+            pause(Duration::from_millis(10));
+        }
+    }
+
     pub fn reload(&self) {
         let count = |needle: &str| self.error_log().matches(needle).count();
         let (started, exited) = (count("start worker process"), count("exited with code"));
@@ -461,6 +482,20 @@ impl Nginx {
     /// a blocking HTTP/1.0 GET, so a test's synchronous `finish` can call
     /// it once its requests are done.
     pub fn assert_busy_is_rescued_plus_failed(&self) {
+        // A selection counts busy, then rescued or failed, in one call: a
+        // status read between the two (a request still in flight) may see
+        // busy ahead, so the check is repeated briefly before it fails.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match self.busy_balance() {
+                Ok(()) => return,
+                Err(e) if Instant::now() >= deadline => panic!("{e}"),
+                Err(_) => pause(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    fn busy_balance(&self) -> Result<(), String> {
         use crate::metrics::{Counter, StatusExt};
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(self.addr()).expect("connect for the status");
@@ -478,12 +513,14 @@ impl Nginx {
         for u in upstreams {
             let busy = u.count(Counter::BusyFirst) + u.count(Counter::BusyRetry);
             let settled = u.count(Counter::Rescued) + u.count(Counter::Failed);
-            assert_eq!(
-                busy, settled,
-                "busy (first + retry) != rescued + failed: a generation-busy selection \
-                 ended neither way, or twice: {u}"
-            );
+            if busy != settled {
+                return Err(format!(
+                    "busy (first + retry) {busy} != rescued + failed {settled}: a \
+                     generation-busy selection ended neither way, or twice: {u}"
+                ));
+            }
         }
+        Ok(())
     }
 
     /// Stops nginx and fails on any of [`errorlog::FATAL_MARKERS`].

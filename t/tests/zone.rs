@@ -3,11 +3,13 @@
 //! upstreams that left the configuration once no worker can count into
 //! them.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use generation_retry_t::backend::{Backend, ADDR_A};
 use generation_retry_t::load::Client;
 use generation_retry_t::metrics::{Counter, StatusExt};
 use generation_retry_t::nginx::{free_port, Config, Flavor, Nginx};
+use generation_retry_t::shared::KEEPALIVE_LOCATION;
 
 /// The module's notice at each start and reload: the configuration's
 /// number and how many upstreams the zone holds counters for.
@@ -47,7 +49,9 @@ fn upstream<'a>(s: &'a serde_json::Value, protocol: &str, name: &str) -> &'a ser
 fn server(locations: &[(&str, &str)]) -> String {
     let locations: String = locations
         .iter()
-        .map(|(l, u)| format!("location = {l} {{ proxy_pass http://{u}; }}\n        "))
+        .map(|(l, u)| {
+            format!("location = {l} {{ proxy_pass http://{u}; {KEEPALIVE_LOCATION} }}\n        ")
+        })
         .collect();
     format!(
         "server {{\n        listen 127.0.0.1:${{PORT}};\n        \
@@ -222,6 +226,78 @@ async fn names_are_matched_in_full_and_as_nginx_compares_them() {
         upstream(&s, "http", &a).count(Counter::NoLiveUnavailable),
         1
     );
+    nginx.finish();
+}
+
+/// The counters of an upstream that only an old configuration has stay
+/// while a worker of that configuration still runs (draining a request
+/// the backend holds), through four reloads, although the fixed window
+/// keeps only the two configurations before the new one; once that worker
+/// has exited, the next reload frees them. The worker table at work: each
+/// worker records its configuration, the master keeps what a live one may
+/// count into.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_worker_still_running_keeps_its_upstreams_counters() {
+    let backend = Backend::start().await;
+    let http = |old: bool| {
+        let mut h = format!(
+            "upstream stays {{ zone shared 1m; server {ADDR_A}:{}; keepalive 4; \
+             generation_retry_resnapshot on; }}\n    ",
+            backend.port()
+        );
+        let mut locations = vec![("/hold", "stays")];
+        if old {
+            h.push_str(&refusing("old_only"));
+            locations.push(("/old", "old_only"));
+        }
+        h + &server(&locations)
+    };
+    let nginx = Nginx::start(&Config::new(Flavor::with_module(), http(true)));
+    let client = Client::new(nginx.url(""));
+    make_unavailable(&client, "/old").await;
+    // A kept-alive connection to the backend, which holds the next request
+    // on it.
+    assert_eq!(client.get("/hold").await.status(), 200);
+    let hold = backend.arm_hold();
+    let held_client = Client::without_keepalive(nginx.url(""));
+    let request = tokio::spawn(async move { held_client.get("/hold").await });
+    let held = hold
+        .caught(Duration::from_secs(10))
+        .await
+        .expect("the request held on the first configuration's worker");
+
+    let freed = |nginx: &Nginx| {
+        let log = nginx.error_log();
+        let freed: Vec<usize> = log
+            .lines()
+            .filter_map(|l| {
+                l.split(" upstreams, ")
+                    .nth(1)?
+                    .strip_suffix(" freed")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        freed
+    };
+    for _ in 0..4 {
+        nginx.reconfigure_while_draining(&Config::new(Flavor::with_module(), http(false)));
+        // Served by the new worker: it is past its init_process, recorded.
+        let fresh = Client::without_keepalive(nginx.url(""));
+        assert_eq!(fresh.get("/status").await.status(), 200);
+    }
+    assert_eq!(
+        freed(&nginx),
+        [0, 0, 0, 0, 0],
+        "counters freed while a worker that has them still runs"
+    );
+    held.close();
+    let _ = request.await;
+    drop(client);
+    // The first worker exits once its request is done; then a reload frees
+    // old_only's counters.
+    nginx.reconfigure(&Config::new(Flavor::with_module(), http(false)));
+    assert_eq!(freed(&nginx).last(), Some(&1), "{:?}", freed(&nginx));
     nginx.finish();
 }
 

@@ -7,8 +7,11 @@
  * that re-installs itself over the peer connection would make this one
  * miss calls.
  *
- * Built by `cargo xtask build` against each nginx tree (t/src/wrap.rs
- * finds it); never installed anywhere else.
+ * Built by `cargo xtask build` against each nginx tree (xtask/src/
+ * test_wrap.rs) into the version's modules/, where
+ * Flavor::with_module_wrapped (t/src/nginx/config.rs) loads it; never
+ * installed anywhere else. It forwards every callback it replaces, as a
+ * wrapper must: get, free, notify and, with SSL, the session pair.
  */
 
 #include <ngx_config.h>
@@ -23,6 +26,7 @@ typedef struct {
     void                            *data;
     ngx_event_get_peer_pt            get;
     ngx_event_free_peer_pt           free;
+    ngx_event_notify_peer_pt         notify;
 #if (NGX_HTTP_SSL)
     ngx_event_set_peer_session_pt    set_session;
     ngx_event_save_peer_session_pt   save_session;
@@ -80,6 +84,15 @@ wrap_free(ngx_peer_connection_t *pc, void *data, ngx_uint_t state)
     ngx_log_error(NGX_LOG_NOTICE, pc->log, 0, "test_wrap: free");
 
     w->free(pc, w->data, state);
+}
+
+
+static void
+wrap_notify(ngx_peer_connection_t *pc, void *data, ngx_uint_t type)
+{
+    wrap_peer_t  *w = data;
+
+    w->notify(pc, w->data, type);
 }
 
 
@@ -141,6 +154,11 @@ wrap_init_peer(ngx_http_request_t *r, ngx_http_upstream_srv_conf_t *us)
     r->upstream->peer.data = w;
     r->upstream->peer.get = wrap_get;
     r->upstream->peer.free = wrap_free;
+
+    w->notify = r->upstream->peer.notify;
+    if (w->notify) {
+        r->upstream->peer.notify = wrap_notify;
+    }
 
 #if (NGX_HTTP_SSL)
     w->set_session = r->upstream->peer.set_session;

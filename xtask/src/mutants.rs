@@ -82,6 +82,7 @@ const PEER: &str = "module/src/peer.rs";
 const LIVE: &str = "module/src/peer/live.rs";
 const INNER: &str = "module/src/peer/inner.rs";
 const RESCUE: &str = "module/core/src/rescue.rs";
+const SHM: &str = "module/src/shm.rs";
 const HTTP_PATCH: &str =
     "nginx-src-patches/1.28.0/0001-Upstream-select-again-when-the-peer-list-changed.patch";
 const STREAM_PATCH: &str =
@@ -94,6 +95,10 @@ const OBSERVES: (&str, &str) = (
 );
 const STREAM_RESCUES: (&str, &str) = ("stream", "module_on_rescues_the_stream_race_and_counts_it");
 const TRIES: (&str, &str) = ("module_behaviour", "resnapshot_keeps_next_upstream_tries");
+const OLD_WORKER: (&str, &str) = (
+    "zone",
+    "an_old_worker_still_running_keeps_its_upstreams_counters",
+);
 const ONTO_EMPTY: (&str, &str) = (
     "module_behaviour",
     "a_resnapshot_onto_an_empty_list_fails_as_empty",
@@ -246,6 +251,24 @@ pub const MUTANTS: &[Mutant] = &[
             "module_behaviour",
             "a_wrapper_outside_ours_sees_every_get_and_free_of_a_rescued_request",
         )],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "worker-not-recorded",
+        file: SHM,
+        find: "    unsafe { worker_started(cycle) };\n",
+        replace: "    let _ = cycle;\n",
+        tests: &[OLD_WORKER],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "live-workers-ignored",
+        file: SHM,
+        find: "            Ok(oldest) => oldest,\n",
+        replace: "            Ok(_) => None,\n",
+        tests: &[OLD_WORKER],
         core: false,
         whole_suite: false,
     },
@@ -661,7 +684,8 @@ fn run_one(
             passed.len(),
             passed.len() - report.undeclared.len()
         )];
-        report.verdict = if report.undeclared.is_empty() {
+        // Some tests must fail, or the install itself may be broken.
+        report.verdict = if report.undeclared.is_empty() && !failed.is_empty() {
             Verdict::Caught
         } else {
             Verdict::Missed
@@ -1069,7 +1093,13 @@ fn macro_names(source: &str, mac: &str, frag: &str) -> Vec<String> {
         return Vec::new();
     };
     let mut names = Vec::new();
-    for (at, _) in source.match_indices(&format!("{mac}! {{")) {
+    let invocation = format!("{mac}! {{");
+    for (at, _) in source.match_indices(&invocation) {
+        // The whole macro's name, not the end of a longer one.
+        let before = source[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
         let body = &source[at..];
         let body = &body[body.find('{').map_or(0, |i| i + 1)..];
         for entry in body.lines() {

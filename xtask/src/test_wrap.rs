@@ -1,6 +1,6 @@
 //! The test-only peer wrapper (`t/wrap/*.c`): a second module that wraps
 //! every http upstream's `peer.init` after ours, as third-party balancer
-//! modules do, so that `t/tests/mid_selection.rs` can prove a re-snapshot
+//! modules do, so that `t/tests/module_behaviour.rs` can prove a re-snapshot
 //! keeps the caller's chain. Compiled with nginx's own compiler, flags and
 //! include paths (read from the tree's `objs/Makefile`) into the version's
 //! `modules/`, beside the module; nothing installs it anywhere else.

@@ -150,13 +150,15 @@ pub fn zone_usage(zone: &str, configuration: u64, upstreams: usize, freed: usize
     )
 }
 
-/// `warn`: the zone's table of worker processes is full, so counters of
-/// removed upstreams are not freed at this reload.
-pub fn zone_workers_full(zone: &str, workers: usize) -> String {
+/// At a reload, when `unknown` live children of the master have not
+/// recorded their configuration in the zone (`notice` when they were just
+/// forked, `warn` when the table of `capacity` entries is full): counters
+/// of removed upstreams are not freed at this reload.
+pub fn zone_workers_unknown(zone: &str, unknown: usize, capacity: usize) -> String {
     format!(
-        "{MARKER}shared zone \"{zone}\" knows {workers} running worker processes, its most; \
-         counters of upstreams no longer configured are kept until a reload after \
-         older workers have exited"
+        "{MARKER}shared zone \"{zone}\": {unknown} processes have not recorded their \
+         configuration (the table holds {capacity}); counters of upstreams no longer \
+         configured are kept until a reload after they have"
     )
 }
 
@@ -219,7 +221,7 @@ mod tests {
                 Protocol::Http,
                 "NAME",
             ),
-            zone_workers_full("generation_retry", 1024),
+            zone_workers_unknown("generation_retry", 2, 1024),
             zone_usage("generation_retry", 7, 120, 40),
             zone_too_small("generation_retry", 65_536, 16_416, 65_536),
         ]
@@ -254,9 +256,9 @@ mod tests {
                  counters of 250000 upstreams; http upstream \"NAME\" is still rescued but not \
                  counted: counters of upstreams no longer configured are freed at a reload once \
                  the workers of older configurations have exited",
-                "generation_retry: shared zone \"generation_retry\" knows 1024 running worker \
-                 processes, its most; counters of upstreams no longer configured are kept until \
-                 a reload after older workers have exited",
+                "generation_retry: shared zone \"generation_retry\": 2 processes have not recorded \
+                 their configuration (the table holds 1024); counters of upstreams no longer \
+                 configured are kept until a reload after they have",
                 "generation_retry: shared zone \"generation_retry\", configuration 7: counters \
                  of 120 upstreams, 40 freed",
                 "generation_retry: shared zone \"generation_retry\" of 65536 bytes cannot hold \
