@@ -236,6 +236,11 @@ async fn names_are_matched_in_full_and_as_nginx_compares_them() {
 /// has exited, the next reload frees them. The worker table at work: each
 /// worker records its configuration, the master keeps what a live one may
 /// count into.
+///
+/// Non-regression guard: the zone keeps and frees counters at
+/// configuration, whether or not a selection is ever wrapped; the
+/// mutants worker-not-recorded and live-workers-ignored are what it
+/// catches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_worker_still_running_keeps_its_upstreams_counters() {
     let backend = Backend::start().await;
