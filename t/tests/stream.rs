@@ -296,7 +296,7 @@ async fn greeted(addr: std::net::SocketAddr) -> (String, tokio::net::TcpStream) 
 async fn the_connect_notification_reaches_the_balancer() {
     use generation_retry_t::nginx::{Config, Nginx};
     use generation_retry_t::stream::EchoBackend;
-    use std::net::{Ipv4Addr, SocketAddr};
+    use std::net::Ipv4Addr;
 
     let a_ip = Ipv4Addr::new(127, 0, 0, 5);
     let probe = std::net::TcpListener::bind((a_ip, 0)).expect("bind 127.0.0.5");
@@ -368,6 +368,5 @@ async fn the_connect_notification_reaches_the_balancer() {
     );
     drop((check, conns));
     accept.abort();
-    let _: SocketAddr = addr;
     nginx.finish();
 }
