@@ -71,6 +71,11 @@ pub fn no_live(protocol: Protocol, upstream: &str, cause: NoLiveCause, why: Fail
         Failure::StillMoving { max } => {
             format!("{marker}, generation still moving after {max} re-snapshots (max={max})")
         }
+        Failure::AllTried { at } => {
+            format!(
+                "{marker}, every peer at generation {at} has an address this request already tried"
+            )
+        }
     }
 }
 
@@ -198,6 +203,7 @@ mod tests {
                 NoLiveCause::Unavailable,
                 Failure::FreshListRefused { at: 6 },
             ),
+            be(NoLiveCause::Unavailable, Failure::AllTried { at: 6 }),
             be(NoLiveCause::Unavailable, Failure::NotGeneration),
             be(NoLiveCause::Empty, Failure::NotGeneration),
             no_zone(DIRECTIVE, Protocol::Http, "NAME", "FILE", 0).replace(":0", ":LINE"),
@@ -242,6 +248,8 @@ mod tests {
                 "generation_retry: upstream \"be\": \
                  the selection on the fresh snapshot returned an error",
                 "generation_retry: upstream \"be\": cause=unavailable, after re-snapshot at generation 6",
+                "generation_retry: upstream \"be\": cause=unavailable, \
+                 every peer at generation 6 has an address this request already tried",
                 "generation_retry: upstream \"be\": cause=unavailable",
                 "generation_retry: upstream \"be\": cause=empty",
                 "\"generation_retry_resnapshot\" has no effect in upstream \"NAME\" without \"zone\": \
@@ -298,6 +306,7 @@ mod tests {
                 Failure::Observed { from: 1, to: 2 },
                 Failure::FreshListRefused { at: 2 },
                 Failure::StillMoving { max: 2 },
+                Failure::AllTried { at: 2 },
             ] {
                 let line = no_live(Protocol::Http, "be", cause, why);
                 assert!(line.starts_with(&no_live_marker(Protocol::Http, "be", cause)));

@@ -34,6 +34,9 @@ counters! {
     BusyRetry,
     /// Fresh snapshots taken.
     Resnapshots,
+    /// Peers a balancer gave after a re-snapshot whose address the request
+    /// had already tried: handed back unused, and the balancer asked again.
+    Excluded,
     /// Generation-busy selections that a re-snapshot turned into a peer.
     Rescued,
     /// Generation-busy selections that still ended in `no live upstreams`.
@@ -291,6 +294,13 @@ pub const FAMILIES: &[Family] = &[
         help: "Fresh peer-list snapshots taken after a generation-busy refusal.",
         label: None,
         series: &[plain(Value::Counter(Counter::Resnapshots))],
+    },
+    Family {
+        name: "nginx_generation_retry_excluded_total",
+        kind: Kind::Counter,
+        help: "Peers given after a re-snapshot whose address the request had already tried, handed back unused.",
+        label: None,
+        series: &[plain(Value::Counter(Counter::Excluded))],
     },
     Family {
         name: "nginx_generation_retry_rescued_total",

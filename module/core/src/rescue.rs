@@ -10,6 +10,15 @@
 //! `peer.init` again) and selects again, at most `max` times, keeping the
 //! tries it had left.
 //!
+//! A fresh snapshot knows nothing of the peers the request already tried,
+//! so the rule keeps nginx's own retry rule across snapshots: once a
+//! request has re-snapshotted, a peer whose address it already tried is
+//! handed back unused (the balancer's own `free`, which leaves it marked
+//! tried in the fresh state) and the balancer is asked again, the way it
+//! would pick among the untried peers on a retry. When none is left, the
+//! selection ends in `no live upstreams` (cause `unavailable`), as a
+//! request that tried every peer of one snapshot does.
+//!
 //! [`Snapshot::select`] runs that rule over a [`Balancer`], the few things it
 //! needs from nginx, and returns a [`Decision`]: what to answer nginx, what
 //! to log and what to count. `module/src/peer/live.rs` implements
@@ -58,6 +67,14 @@ pub trait Balancer {
     /// The request's remaining tries (`pc->tries`).
     fn tries(&self) -> usize;
     fn set_tries(&mut self, tries: usize);
+    /// Whether the peer the last `select` gave has an address this request
+    /// already tried: an earlier attempt of it was freed as failed.
+    fn tried_before(&self) -> bool;
+    /// Hands the peer the last `select` gave back unused: the balancer's
+    /// own `free` with no failure, which leaves the peer marked tried in
+    /// the balancer's state; a cached connection it gave is closed. The
+    /// rule restores the tries `free` took.
+    fn release(&mut self);
 }
 
 /// Why a generation-busy or refused selection ended in `no live upstreams`.
@@ -71,6 +88,9 @@ pub enum Failure {
     FreshListRefused { at: usize },
     /// Still moving after `max` re-snapshots.
     StillMoving { max: u32 },
+    /// Every peer the list at generation `at` offered had an address the
+    /// request already tried before its re-snapshot.
+    AllTried { at: usize },
 }
 
 /// Why a generation-busy selection ended in an error: not `no live
@@ -176,7 +196,10 @@ impl Snapshot {
         let first = self.selections == 0;
         self.selections += 1;
         match b.select() {
-            Selection::Busy => self.refused(b, setting, first),
+            Selection::Busy => self.refused(b, setting, first, Tally::default(), false),
+            given @ Selection::Peer(_) if self.resnapshots != 0 => {
+                self.after_resnapshot(b, setting, first, given)
+            }
             selection => Decision {
                 outcome: Outcome::Pass(selection),
                 tally: Tally::default(),
@@ -184,13 +207,46 @@ impl Snapshot {
         }
     }
 
-    /// The balancer refused the selection (`NGX_BUSY`).
+    /// A peer given on a state taken by an earlier re-snapshot: it must
+    /// not be one the request tried before that re-snapshot.
     #[cold]
     #[inline(never)]
-    fn refused<B: Balancer>(&mut self, b: &mut B, setting: Resnapshot, first: bool) -> Decision {
+    fn after_resnapshot<B: Balancer>(
+        &mut self,
+        b: &mut B,
+        setting: Resnapshot,
+        first: bool,
+        given: Selection,
+    ) -> Decision {
         let mut tally = Tally::default();
+        let tries = b.tries();
+        match untried(b, given, tries, &mut tally) {
+            (Selection::Busy, excluded) => self.refused(b, setting, first, tally, excluded),
+            (selection, _) => Decision {
+                outcome: Outcome::Pass(selection),
+                tally,
+            },
+        }
+    }
+
+    /// The balancer refused the selection (`NGX_BUSY`), or, with
+    /// `excluded`, gave only peers the request had already tried.
+    #[cold]
+    #[inline(never)]
+    fn refused<B: Balancer>(
+        &mut self,
+        b: &mut B,
+        setting: Resnapshot,
+        first: bool,
+        mut tally: Tally,
+        excluded: bool,
+    ) -> Decision {
         let now = b.generation();
         if now == self.generation {
+            if excluded {
+                let why = Failure::AllTried { at: now };
+                return Decision::failed(tally, NoLiveCause::Unavailable, why);
+            }
             let (primary, backup) = b.peer_counts();
             let cause = NoLiveCause::of_list(primary, backup);
             return Decision::failed(tally, cause, Failure::NotGeneration);
@@ -230,8 +286,9 @@ impl Snapshot {
                 };
             }
 
-            match b.select() {
-                Selection::Peer(rc) => {
+            let given = b.select();
+            match untried(b, given, tries, &mut tally) {
+                (Selection::Peer(rc), _) => {
                     tally.add(Counter::Rescued);
                     return Decision {
                         outcome: Outcome::Rescued {
@@ -242,7 +299,7 @@ impl Snapshot {
                         tally,
                     };
                 }
-                Selection::Error(code) => {
+                (Selection::Error(code), _) => {
                     tally.add(Counter::Failed);
                     return Decision {
                         outcome: Outcome::Errored {
@@ -252,21 +309,54 @@ impl Snapshot {
                         tally,
                     };
                 }
-                Selection::Busy if b.generation() == self.generation => {
+                (Selection::Busy, excluded) if b.generation() == self.generation => {
                     tally.add(Counter::Failed);
+                    let at = self.generation;
+                    if excluded {
+                        let why = Failure::AllTried { at };
+                        return Decision::failed(tally, NoLiveCause::Unavailable, why);
+                    }
                     let (primary, backup) = b.peer_counts();
-                    let why = Failure::FreshListRefused {
-                        at: self.generation,
-                    };
+                    let why = Failure::FreshListRefused { at };
                     return Decision::failed(tally, NoLiveCause::of_list(primary, backup), why);
                 }
-                Selection::Busy => {}
+                (Selection::Busy, _) => {}
             }
         }
         tally.add(Counter::Failed);
         let why = Failure::StillMoving { max: setting.max };
         Decision::failed(tally, NoLiveCause::Generation, why)
     }
+}
+
+/// `given`, or, if it is a peer the request already tried, what the
+/// balancer gives when that peer is handed back and it is asked again:
+/// an untried peer, `Busy` or an error. The second value says whether a
+/// peer was handed back. `tries` is the request's, restored after each
+/// `free`. Bounded by the list's size: a balancer that keeps giving tried
+/// peers (round-robin with a single peer does: it has no tried bitmap)
+/// ends in `Busy` after as many selections as the list has peers, plus one.
+fn untried<B: Balancer>(
+    b: &mut B,
+    mut given: Selection,
+    tries: usize,
+    tally: &mut Tally,
+) -> (Selection, bool) {
+    let (primary, backup) = b.peer_counts();
+    let mut left = primary + backup;
+    let mut excluded = false;
+    while matches!(given, Selection::Peer(_)) && b.tried_before() {
+        b.release();
+        b.set_tries(tries);
+        tally.add(Counter::Excluded);
+        excluded = true;
+        if left == 0 {
+            return (Selection::Busy, true);
+        }
+        left -= 1;
+        given = b.select();
+    }
+    (given, excluded)
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@ fn the_public_names_are_pinned() {
         [
             "nginx_generation_retry_busy_total",
             "nginx_generation_retry_resnapshots_total",
+            "nginx_generation_retry_excluded_total",
             "nginx_generation_retry_rescued_total",
             "nginx_generation_retry_failed_total",
             "nginx_generation_retry_no_live_total",
@@ -65,6 +66,7 @@ fn the_public_names_are_pinned() {
             "busy.first",
             "busy.retry",
             "resnapshots",
+            "excluded",
             "rescued",
             "failed",
             "no_live.generation",
@@ -125,7 +127,7 @@ fn prometheus_has_one_help_and_type_per_metric_and_well_formed_samples() {
         "nginx_generation_retry_busy_total{upstream=\"be\",protocol=\"http\",phase=\"retry\"} 2\n"
     ));
     assert!(text.contains(
-        "nginx_generation_retry_no_live_total{upstream=\"be\",protocol=\"http\",cause=\"empty\"} 8\n"
+        "nginx_generation_retry_no_live_total{upstream=\"be\",protocol=\"http\",cause=\"empty\"} 9\n"
     ));
     assert!(text
         .contains("nginx_generation_retry_generation{upstream=\"other\",protocol=\"stream\"} 6\n"));
@@ -160,8 +162,8 @@ fn json_shape_is_the_public_one() {
     assert_eq!(
         json,
         "{\"upstreams\":[{\"upstream\":\"be\",\"protocol\":\"http\",\"mode\":\"on\",\"busy\":{\"first\":1,\"retry\":2},\
-         \"resnapshots\":3,\"rescued\":4,\"failed\":5,\
-         \"no_live\":{\"generation\":6,\"unavailable\":7,\"empty\":8},\
+         \"resnapshots\":3,\"excluded\":4,\"rescued\":5,\"failed\":6,\
+         \"no_live\":{\"generation\":7,\"unavailable\":8,\"empty\":9},\
          \"generation\":6,\"peers\":1}]}\n"
     );
     assert_eq!(escape_json("a\"\\\n\u{1}"), "a\\\"\\\\\\n\\u0001");

@@ -17,6 +17,8 @@ enum Step {
     BusyMoved,
     /// Busy with the generation unchanged: the list's own refusal.
     BusySame,
+    /// A peer whose address the request already tried.
+    Tried,
 }
 
 /// A balancer whose answers are a script.
@@ -31,6 +33,11 @@ struct Fake {
     /// How many fresh states were installed.
     fresh_states: u32,
     reinit_calls: u32,
+    /// The last selection gave a tried peer, not yet handed back.
+    holding_tried: bool,
+    releases: u32,
+    /// `tried_before` was asked while no tried peer was held.
+    asked_untried: u32,
 }
 
 impl Fake {
@@ -44,6 +51,9 @@ impl Fake {
             tries: 1,
             fresh_states: 0,
             reinit_calls: 0,
+            holding_tried: false,
+            releases: 0,
+            asked_untried: 0,
         }
     }
 }
@@ -56,9 +66,14 @@ impl Balancer for Fake {
         (self.primary, self.backup)
     }
     fn select(&mut self) -> Selection {
+        assert!(!self.holding_tried, "a tried peer was not handed back");
         // Past the script's end, a peer.
         match self.selects.pop_front().unwrap_or(Step::Give(PEER)) {
             Step::Give(s) => s,
+            Step::Tried => {
+                self.holding_tried = true;
+                PEER
+            }
             Step::BusyMoved => {
                 self.generation += 1;
                 Selection::Busy
@@ -84,6 +99,16 @@ impl Balancer for Fake {
     }
     fn set_tries(&mut self, tries: usize) {
         self.tries = tries;
+    }
+    fn tried_before(&self) -> bool {
+        self.holding_tried
+    }
+    fn release(&mut self) {
+        assert!(self.holding_tried, "only a tried peer is handed back");
+        self.holding_tried = false;
+        self.releases += 1;
+        // Like round-robin's free: one try fewer.
+        self.tries = self.tries.saturating_sub(1);
     }
 }
 
@@ -337,6 +362,137 @@ fn a_non_busy_error_from_the_fresh_selection_is_passed_through_and_failed() {
     );
 }
 
+#[test]
+fn after_a_resnapshot_a_tried_peer_is_handed_back_and_an_untried_one_taken() {
+    let script = [Step::BusyMoved, Step::Tried, Step::Tried, Step::Give(PEER)];
+    let mut f = Fake::new(&script, &[]);
+    f.tries = 2;
+    let (s, d) = run(&mut f, ON, 1);
+    assert_eq!(
+        d.outcome,
+        Outcome::Rescued {
+            from: 7,
+            to: 8,
+            selection: PEER
+        }
+    );
+    assert_eq!(
+        d.tally,
+        tally(&[
+            (Counter::BusyRetry, 1),
+            (Counter::Resnapshots, 1),
+            (Counter::Excluded, 2),
+            (Counter::Rescued, 1)
+        ])
+    );
+    assert_eq!(f.releases, 2);
+    assert_eq!(f.tries, 2, "the tries each free took are given back");
+    assert_eq!(s.resnapshots, 1);
+}
+
+#[test]
+fn a_fresh_list_of_tried_peers_only_is_unavailable_and_failed() {
+    let mut f = Fake::new(&[Step::BusyMoved, Step::Tried, Step::BusySame], &[]);
+    let (_, d) = run(&mut f, ON, 1);
+    assert_eq!(
+        d.outcome,
+        Outcome::Failed {
+            cause: NoLiveCause::Unavailable,
+            why: Failure::AllTried { at: 8 }
+        }
+    );
+    assert_eq!(
+        d.tally,
+        tally(&[
+            (Counter::BusyRetry, 1),
+            (Counter::Resnapshots, 1),
+            (Counter::Excluded, 1),
+            (Counter::Failed, 1),
+            (Counter::NoLiveUnavailable, 1)
+        ])
+    );
+    assert_eq!((f.releases, f.tries), (1, 1));
+}
+
+/// A request that re-snapshotted earlier keeps excluding its history at
+/// every later selection on the fresh state, whose own tried bitmap knows
+/// only the peers it gave.
+#[test]
+fn later_selections_on_the_fresh_state_exclude_the_history_too() {
+    let later = |script: &[Step]| {
+        let mut f = Fake::new(script, &[]);
+        let mut s = Snapshot::new(f.generation);
+        (s.selections, s.resnapshots) = (2, 1);
+        let d = s.select(&mut f, ON);
+        (f, d)
+    };
+
+    let (f, d) = later(&[Step::Tried, Step::Give(CACHED)]);
+    assert_eq!(d.outcome, Outcome::Pass(CACHED));
+    assert_eq!(d.tally, tally(&[(Counter::Excluded, 1)]));
+    assert_eq!((f.releases, f.tries), (1, 1));
+
+    // Nothing untried left: the list's own refusal, not a generation one.
+    let (_, d) = later(&[Step::Tried, Step::BusySame]);
+    assert_eq!(
+        d.outcome,
+        Outcome::Failed {
+            cause: NoLiveCause::Unavailable,
+            why: Failure::AllTried { at: 7 }
+        }
+    );
+    assert_eq!(
+        d.tally,
+        tally(&[(Counter::Excluded, 1), (Counter::NoLiveUnavailable, 1)])
+    );
+
+    // The list moved meanwhile: a generation-busy retry, rescued.
+    let (f, d) = later(&[Step::Tried, Step::BusyMoved, Step::Give(PEER)]);
+    assert!(matches!(d.outcome, Outcome::Rescued { .. }), "{d:?}");
+    assert_eq!(
+        d.tally,
+        tally(&[
+            (Counter::BusyRetry, 1),
+            (Counter::Resnapshots, 1),
+            (Counter::Excluded, 1),
+            (Counter::Rescued, 1)
+        ])
+    );
+    assert_eq!(f.reinit_calls, 1);
+}
+
+#[test]
+fn before_any_resnapshot_the_balancers_own_choice_stands() {
+    let mut f = Fake::new(&[Step::Tried], &[]);
+    let (_, d) = run(&mut f, ON, 1);
+    assert_eq!(d.outcome, Outcome::Pass(PEER));
+    assert_eq!((d.tally, f.releases), (Tally::default(), 0));
+}
+
+/// Round-robin with one peer has no tried bitmap: it gives the same peer
+/// again and again. The rule stops after as many selections as the list
+/// has peers, plus one.
+#[test]
+fn a_balancer_that_keeps_giving_tried_peers_is_bounded() {
+    for (primary, backup) in [(1, 0), (2, 1), (0, 0)] {
+        let script = [&[Step::BusyMoved][..], &[Step::Tried; 10]].concat();
+        let mut f = Fake::new(&script, &[]);
+        (f.primary, f.backup) = (primary, backup);
+        let (_, d) = run(&mut f, ON, 1);
+        assert_eq!(
+            d.outcome,
+            Outcome::Failed {
+                cause: NoLiveCause::Unavailable,
+                why: Failure::AllTried { at: 8 }
+            }
+        );
+        let selects = primary + backup + 1;
+        assert_eq!(f.releases as usize, selects);
+        assert_eq!(f.selects.len(), 10 - selects);
+        assert_eq!(f.tries, 1);
+    }
+}
+
 /// Every script of up to four selections and two re-init results, for
 /// `on` and `off`, `max` 1 to 3, first selection and retry: the counts
 /// always add up, the bound holds and tries are never lost.
@@ -347,6 +503,7 @@ fn every_short_script_keeps_the_invariants() {
         Step::Give(ERROR),
         Step::BusyMoved,
         Step::BusySame,
+        Step::Tried,
     ];
     let mut scripts: Vec<Vec<Step>> = vec![vec![]];
     for _ in 0..4 {
@@ -368,14 +525,14 @@ fn every_short_script_keeps_the_invariants() {
         for reinits in [[true, true], [false, true], [true, false]] {
             for enabled in [true, false] {
                 for max in 1..=3 {
-                    for earlier in [0, 1] {
+                    for (earlier, prior) in [(0, 0), (1, 0), (1, 1)] {
                         let mut f = Fake::new(script, &reinits);
                         let setting = Resnapshot { enabled, max };
                         let mut s = Snapshot::new(f.generation);
-                        s.selections = earlier;
+                        (s.selections, s.resnapshots) = (earlier, prior);
                         let d = s.select(&mut f, setting);
                         runs += 1;
-                        check(&f, &s, &d, setting, earlier, script.len());
+                        check(&f, &s, &d, setting, (earlier, prior), script.len());
                     }
                 }
             }
@@ -384,11 +541,18 @@ fn every_short_script_keeps_the_invariants() {
     assert!(runs > 1000, "{runs}");
 }
 
-fn check(f: &Fake, s: &Snapshot, d: &Decision, setting: Resnapshot, earlier: u32, len: usize) {
+fn check(
+    f: &Fake,
+    s: &Snapshot,
+    d: &Decision,
+    setting: Resnapshot,
+    (earlier, prior): (u32, u32),
+    len: usize,
+) {
     let n = |c: Counter| d.tally.0[c as usize];
     let busy = n(Counter::BusyFirst) + n(Counter::BusyRetry);
     let no_live: u32 = NoLiveCause::ALL.iter().map(|c| n(c.counter())).sum();
-    let ctx = format!("{d:?} {setting:?} earlier={earlier} script len {len}");
+    let ctx = format!("{d:?} {setting:?} earlier={earlier} prior={prior} script len {len}");
 
     assert!(busy <= 1, "{ctx}");
     assert_eq!(
@@ -399,14 +563,18 @@ fn check(f: &Fake, s: &Snapshot, d: &Decision, setting: Resnapshot, earlier: u32
     assert_eq!(s.selections, earlier + 1);
     // Re-snapshots: only with `on`, at most max, one re-init each.
     assert!(n(Counter::Resnapshots) <= setting.max, "{ctx}");
-    assert_eq!(n(Counter::Resnapshots), s.resnapshots, "{ctx}");
+    assert_eq!(n(Counter::Resnapshots), s.resnapshots - prior, "{ctx}");
     assert_eq!(n(Counter::Resnapshots), f.reinit_calls, "{ctx}");
     if !setting.enabled {
         assert_eq!(f.reinit_calls, 0, "{ctx}");
     }
-    if f.reinit_calls > 0 {
+    if f.reinit_calls > 0 || f.releases > 0 {
         assert_eq!(f.tries, 1, "tries kept: {ctx}");
     }
+    // A tried peer is never passed on once the request re-snapshotted, and
+    // each one handed back is counted.
+    assert!(!f.holding_tried || s.resnapshots == 0, "{ctx}");
+    assert_eq!(n(Counter::Excluded), f.releases, "{ctx}");
     // One outcome, counted once.
     assert_eq!(
         no_live,
@@ -444,7 +612,14 @@ fn check(f: &Fake, s: &Snapshot, d: &Decision, setting: Resnapshot, earlier: u32
             // busy = rescued + failed, for every busy that is not passed.
             assert_eq!(n(Counter::Failed), busy, "{ctx}");
             assert_eq!(n(Counter::Rescued), 0, "{ctx}");
-            assert_eq!(why == Failure::NotGeneration, busy == 0, "{ctx}");
+            assert_eq!(
+                matches!(why, Failure::NotGeneration) || busy == 0 && f.releases > 0,
+                busy == 0,
+                "{ctx}"
+            );
+            if let Failure::AllTried { .. } = why {
+                assert!(f.releases > 0 && cause == NoLiveCause::Unavailable, "{ctx}");
+            }
             if matches!(why, Failure::Observed { .. } | Failure::StillMoving { .. }) {
                 assert_eq!(cause, NoLiveCause::Generation, "{ctx}");
             }
