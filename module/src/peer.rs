@@ -1,9 +1,10 @@
 //! The peer wrapper: outermost around whatever balancer (and keepalive) an
 //! upstream uses. Each selection goes through the rescue rule of
 //! `generation_retry_core::rescue`; this file and its two children are the
-//! FFI glue: [`inner`] keeps the inner balancer's callbacks, [`live`]
-//! implements the rule's `Balancer` over the live peer connection, and
-//! [`get_peer`] logs and counts what the rule decided.
+//! FFI glue: [`inner`] keeps the inner balancer's callbacks, [`history`]
+//! the addresses the request tried, [`live`] implements the rule's
+//! `Balancer` over the live peer connection, and [`get_peer`] logs and
+//! counts what the rule decided.
 //!
 //! Safety of the re-snapshot, point by point:
 //! - fresh state: `u->peer.data` is set to NULL before the original
@@ -15,11 +16,17 @@
 //! - tries kept: `peer.init` resets `pc->tries` to the list's size, which
 //!   would undo the `proxy_next_upstream_tries` clamp; the rule restores the
 //!   request's remaining tries;
+//! - history kept: the fresh state's tried bitmap is empty, so a peer it
+//!   gives whose address the request tried before is handed back through
+//!   the balancer's own `free` (no failure) and the balancer asked again;
+//!   a cached keepalive connection it gave is closed, as nginx closes one
+//!   it will not use;
 //! - bounded: at most `max` re-snapshots per selection;
 //! - nginx decides: the wrapper only changes the outcome of a selection
 //!   nginx itself asked for, so a POST whose body was sent, which nginx does
 //!   not retry, is not retried here either.
 
+mod history;
 mod inner;
 mod live;
 
@@ -31,7 +38,8 @@ use ngx::core::{Pool, Status};
 use ngx::ffi::{ngx_int_t, ngx_peer_connection_t, NGX_BUSY, NGX_LOG_ERR, NGX_LOG_WARN};
 use ngx::ngx_log_error;
 
-use self::inner::Inner;
+use self::history::History;
+use self::inner::{Head, Inner};
 use self::live::Live;
 use crate::conf::SrvConf;
 use crate::ffi_ext::str_ptr_lossy;
@@ -42,11 +50,11 @@ const BUSY: ngx_int_t = NGX_BUSY as ngx_int_t;
 
 /// Per-request (per-session) state, in its pool. Plain pointers and
 /// counters, nothing to drop, so it is placed with a bare pool allocation,
-/// without a pool cleanup handler. `inner` comes first: the pass-through
+/// without a pool cleanup handler. `head` comes first: the pass-through
 /// callbacks read it at the start of `pc->data`.
 #[repr(C)]
 pub(crate) struct PeerData<P: Proto> {
-    inner: Inner,
+    head: Head,
     request: *mut P::Request,
     upstream: *mut P::Upstream,
     /// The upstream's configuration, in the cycle's pool (kept alive by the
@@ -118,7 +126,10 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     // SAFETY: `pd` is a fresh, aligned allocation of a PeerData.
     unsafe {
         pd.write(PeerData {
-            inner,
+            head: Head {
+                inner,
+                history: History::new(pool.as_ptr()),
+            },
             request: r,
             upstream: us,
             conf,
@@ -154,16 +165,18 @@ unsafe extern "C" fn get_peer<P: Proto>(
     // the request.
     let (uscf, conf) = unsafe { (&*pd.upstream, &*pd.conf) };
     // Installed only with a setting; without, the inner balancer answers.
-    let (Some(setting), Some(get)) = (conf.active, pd.inner.get) else {
+    let inner = &mut pd.head.inner;
+    let (Some(setting), Some(get)) = (conf.active, inner.get) else {
         // SAFETY: the inner get, if any, with its own data.
-        return pd.inner.get.map_or(Status::NGX_ERROR.into(), |g| unsafe {
-            g(pc, pd.inner.data)
-        });
+        return inner
+            .get
+            .map_or(Status::NGX_ERROR.into(), |g| unsafe { g(pc, inner.data) });
     };
     let _ = get;
     let mut live = Live::<P> {
         pc,
-        inner: &mut pd.inner,
+        inner,
+        history: &pd.head.history,
         request: pd.request,
         upstream: pd.upstream,
         uscf,

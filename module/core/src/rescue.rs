@@ -17,7 +17,8 @@
 //! tried in the fresh state) and the balancer is asked again, the way it
 //! would pick among the untried peers on a retry. When none is left, the
 //! selection ends in `no live upstreams` (cause `unavailable`), as a
-//! request that tried every peer of one snapshot does.
+//! request that tried every peer of one snapshot does. A list of a single
+//! peer is exempt, as nginx's tried bitmap does not apply to one.
 //!
 //! [`Snapshot::select`] runs that rule over a [`Balancer`], the few things it
 //! needs from nginx, and returns a [`Decision`]: what to answer nginx, what
@@ -333,9 +334,14 @@ impl Snapshot {
 /// balancer gives when that peer is handed back and it is asked again:
 /// an untried peer, `Busy` or an error. The second value says whether a
 /// peer was handed back. `tries` is the request's, restored after each
-/// `free`. Bounded by the list's size: a balancer that keeps giving tried
-/// peers (round-robin with a single peer does: it has no tried bitmap)
-/// ends in `Busy` after as many selections as the list has peers, plus one.
+/// `free`.
+///
+/// A list of one peer and no backup is left alone: round-robin, and every
+/// balancer, which all fall back to it there, keeps no tried bitmap for a
+/// single peer, and nginx retries that peer (after a stale keepalive
+/// connection, say); so does the rule. Otherwise bounded by the list's
+/// size: a balancer that keeps giving tried peers ends in `Busy` after as
+/// many selections as the list has peers, plus one.
 fn untried<B: Balancer>(
     b: &mut B,
     mut given: Selection,
@@ -343,6 +349,9 @@ fn untried<B: Balancer>(
     tally: &mut Tally,
 ) -> (Selection, bool) {
     let (primary, backup) = b.peer_counts();
+    if (primary, backup) == (1, 0) {
+        return (given, false);
+    }
     let mut left = primary + backup;
     let mut excluded = false;
     while matches!(given, Selection::Peer(_)) && b.tried_before() {

@@ -1,7 +1,8 @@
 //! The inner balancer's callbacks and state, and the pass-through callbacks
-//! that hand nginx's calls on to them unchanged. They read the [`Inner`] at
+//! that hand nginx's calls on to them unchanged. They read the [`Head`] at
 //! the start of the wrapper's state (`PeerData` is `#[repr(C)]` with its
-//! `Inner` first), so they are not generic over the protocol.
+//! `Head` first), so they are not generic over the protocol. `free` also
+//! records a failed attempt's address in the request's [`History`].
 
 use core::ffi::c_void;
 
@@ -9,9 +10,20 @@ use ngx::core::Status;
 use ngx::ffi::{
     ngx_event_free_peer_pt, ngx_event_get_peer_pt, ngx_event_notify_peer_pt,
     ngx_event_save_peer_session_pt, ngx_event_set_peer_session_pt, ngx_int_t,
-    ngx_peer_connection_t, ngx_uint_t,
+    ngx_peer_connection_t, ngx_uint_t, NGX_PEER_FAILED, NGX_PEER_NEXT,
 };
 use ngx::ngx_log_debug;
+
+use super::history::History;
+
+/// The start of the wrapper's per-request state, all the pass-through
+/// callbacks read: the inner balancer and the request's tried addresses.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub(super) struct Head {
+    pub(super) inner: Inner,
+    pub(super) history: History,
+}
 
 /// The inner balancer's callbacks and state, as `peer.init` left them.
 #[derive(Clone, Copy)]
@@ -50,6 +62,15 @@ impl Inner {
         pc.save_session = self.save_session;
     }
 
+    /// The inner balancer's `free`, with its own data.
+    pub(super) fn free(&self, pc: *mut ngx_peer_connection_t, state: ngx_uint_t) {
+        if let Some(free) = self.free {
+            // SAFETY: the inner free with its own data, on the live peer
+            // connection its get last filled.
+            unsafe { free(pc, self.data, state) };
+        }
+    }
+
     /// Points every callback but `get` at the pass-throughs.
     pub(super) fn install_pass_through(&self, pc: &mut ngx_peer_connection_t) {
         pc.free = Some(free_peer);
@@ -60,14 +81,24 @@ impl Inner {
     }
 }
 
-/// The Inner at the start of the wrapper's state.
+/// The Head at the start of the wrapper's state.
 ///
 /// # Safety
 /// `data` is the `pc->data` the wrapper installed: a `PeerData`, whose
-/// first field is its `Inner` (`#[repr(C)]`), live in the request pool.
+/// first field is its `Head` (`#[repr(C)]`), live in the request pool, and
+/// no other reference to it is alive (nginx calls one callback at a time).
+unsafe fn head<'a>(data: *mut c_void) -> &'a mut Head {
+    // SAFETY: per the contract.
+    unsafe { &mut *(data as *mut Head) }
+}
+
+/// The Inner at the start of the wrapper's state.
+///
+/// # Safety
+/// As for [`head`].
 unsafe fn inner<'a>(data: *mut c_void) -> &'a Inner {
     // SAFETY: per the contract.
-    unsafe { &*(data as *const Inner) }
+    unsafe { &head(data).inner }
 }
 
 unsafe extern "C" fn free_peer(
@@ -76,15 +107,22 @@ unsafe extern "C" fn free_peer(
     state: ngx_uint_t,
 ) {
     // SAFETY: nginx calls free with the data we installed.
-    let inner = unsafe { inner(data) };
-    // SAFETY: the live peer connection nginx passed.
-    let log = unsafe { (*pc).log };
+    let head = unsafe { head(data) };
+    // SAFETY: the live peer connection nginx passed, read before the inner
+    // free runs.
+    let (log, failed) = unsafe {
+        (
+            (*pc).log,
+            state & (NGX_PEER_FAILED | NGX_PEER_NEXT) as ngx_uint_t != 0,
+        )
+    };
     // Under every debug mask: this callback does not know its protocol.
     ngx_log_debug!(log, "generation_retry: free peer, state {state}");
-    if let Some(free) = inner.free {
-        // SAFETY: the inner free with its own data.
-        unsafe { free(pc, inner.data, state) };
+    if failed {
+        // SAFETY: as above; no other reference to *pc is alive here.
+        head.history.record(unsafe { &*pc });
     }
+    head.inner.free(pc, state);
 }
 
 unsafe extern "C" fn notify_peer(

@@ -6,8 +6,12 @@ use core::ptr;
 use generation_retry_core::log;
 use generation_retry_core::rescue::{Balancer, Selection};
 use ngx::core::Status;
-use ngx::ffi::{ngx_int_t, ngx_log_t, ngx_peer_connection_t, NGX_BUSY, NGX_DONE};
+use ngx::ffi::{
+    ngx_close_connection, ngx_connection_t, ngx_destroy_pool, ngx_int_t, ngx_log_t,
+    ngx_peer_connection_t, NGX_BUSY, NGX_DONE,
+};
 
+use super::history::History;
 use super::inner::Inner;
 use crate::proto::{generation, peer_counts, upstream_name, InitPeer, Proto};
 
@@ -18,6 +22,7 @@ pub(super) struct Live<'a, P: Proto> {
     /// request, so no Rust reference to it may live across that call.
     pub(super) pc: *mut ngx_peer_connection_t,
     pub(super) inner: &'a mut Inner,
+    pub(super) history: &'a History,
     pub(super) request: *mut P::Request,
     pub(super) upstream: *mut P::Upstream,
     pub(super) uscf: &'a P::Upstream,
@@ -110,4 +115,64 @@ impl<P: Proto> Balancer for Live<'_, P> {
         // SAFETY: as in `tries`.
         unsafe { (*self.pc).tries = tries };
     }
+
+    fn tried_before(&self) -> bool {
+        // SAFETY: as in `tries`; the inner get has just set pc->sockaddr.
+        self.history.holds(unsafe { &*self.pc })
+    }
+
+    /// The inner `free` with state 0, as for an attempt that was never
+    /// made: round-robin (and every balancer built on it) keeps the peer
+    /// marked tried and gives back its connection count. A cached
+    /// connection keepalive gave (`NGX_DONE`) is taken out of `pc` first,
+    /// so keepalive does not cache it under a request it never served,
+    /// and closed.
+    fn release(&mut self) {
+        // SAFETY: as in `tries`.
+        let cached = unsafe { ptr::replace(&mut (*self.pc).connection, ptr::null_mut()) };
+        trace!(
+            P,
+            self.log(),
+            "{}address already tried by this request, handed back{}",
+            log::MARKER,
+            if cached.is_null() {
+                ""
+            } else {
+                " (cached connection closed)"
+            }
+        );
+        self.inner.free(self.pc, 0);
+        if !cached.is_null() {
+            // SAFETY: keepalive's get detached this idle connection from
+            // its cache and gave it to this request alone.
+            unsafe { close_unused(cached) };
+        }
+    }
+}
+
+/// Closes an idle upstream connection no request will use, as nginx's
+/// upstream closes one it gives up: TLS shut down without waiting for, or
+/// sending, a close_notify, then its pool and the connection itself.
+///
+/// # Safety
+/// `c` is a live connection owned by the caller alone, with no timers or
+/// handlers that expect it to stay open (a cached keepalive connection
+/// once keepalive's get has taken it out of the cache).
+unsafe fn close_unused(c: *mut ngx_connection_t) {
+    // SAFETY: per the contract.
+    let conn = unsafe { &mut *c };
+    #[cfg(ngx_feature = "ssl")]
+    // SAFETY: c->ssl is NULL or the connection's live TLS state.
+    if let Some(ssl) = unsafe { conn.ssl.as_mut() } {
+        ssl.set_no_wait_shutdown(1);
+        ssl.set_no_send_shutdown(1);
+        // SAFETY: a TLS connection, with both flags set: returns at once.
+        unsafe { ngx::ffi::ngx_ssl_shutdown(c) };
+    }
+    if !conn.pool.is_null() {
+        // SAFETY: the connection's own pool, not used after this.
+        unsafe { ngx_destroy_pool(conn.pool) };
+    }
+    // SAFETY: per the contract; c is not used after this.
+    unsafe { ngx_close_connection(c) };
 }

@@ -461,6 +461,24 @@ fn later_selections_on_the_fresh_state_exclude_the_history_too() {
     assert_eq!(f.reinit_calls, 1);
 }
 
+/// One peer and no backup: nginx's balancers keep no tried bitmap for it
+/// and retry it (a stale keepalive connection), and so does the rule.
+#[test]
+fn a_single_peer_list_is_not_excluded() {
+    let mut f = Fake::new(&[Step::BusyMoved, Step::Tried], &[]);
+    (f.primary, f.backup) = (1, 0);
+    let (_, d) = run(&mut f, ON, 1);
+    assert!(matches!(d.outcome, Outcome::Rescued { .. }), "{d:?}");
+    assert_eq!((d.tally.0[Counter::Excluded as usize], f.releases), (0, 0));
+    f.holding_tried = false;
+
+    let mut f = Fake::new(&[Step::Tried], &[]);
+    (f.primary, f.backup) = (1, 0);
+    let mut s = Snapshot::new(f.generation);
+    (s.selections, s.resnapshots) = (2, 1);
+    assert_eq!(s.select(&mut f, ON).outcome, Outcome::Pass(PEER));
+}
+
 #[test]
 fn before_any_resnapshot_the_balancers_own_choice_stands() {
     let mut f = Fake::new(&[Step::Tried], &[]);
@@ -469,12 +487,12 @@ fn before_any_resnapshot_the_balancers_own_choice_stands() {
     assert_eq!((d.tally, f.releases), (Tally::default(), 0));
 }
 
-/// Round-robin with one peer has no tried bitmap: it gives the same peer
-/// again and again. The rule stops after as many selections as the list
-/// has peers, plus one.
+/// A balancer that ignores its tried bitmap gives the same peer again and
+/// again. The rule stops after as many selections as the list has peers,
+/// plus one.
 #[test]
 fn a_balancer_that_keeps_giving_tried_peers_is_bounded() {
-    for (primary, backup) in [(1, 0), (2, 1), (0, 0)] {
+    for (primary, backup) in [(2, 0), (2, 1), (0, 1), (0, 0)] {
         let script = [&[Step::BusyMoved][..], &[Step::Tried; 10]].concat();
         let mut f = Fake::new(&script, &[]);
         (f.primary, f.backup) = (primary, backup);
