@@ -98,6 +98,19 @@ pub struct Spec {
     pub wrapper: Vec<String>,
     /// Run nginx as a daemon (see [`Config::daemon`]).
     pub daemon: bool,
+    /// How [`Lab::start_spec`] knows nginx is ready.
+    pub ready: Ready,
+}
+
+/// How a lab knows nginx holds the name's address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ready {
+    /// A request was answered by the address.
+    Proxying,
+    /// nginx was answered the address by the DNS server (see
+    /// [`Lab::wait_applied`]): for an upstream where the name is a backup,
+    /// or unlikely to be picked, and no request would show it.
+    Answered,
 }
 
 impl Spec {
@@ -130,6 +143,7 @@ impl Spec {
             tls: false,
             wrapper: Vec::new(),
             daemon: false,
+            ready: Ready::Proxying,
         }
     }
 
@@ -145,6 +159,7 @@ impl Spec {
             tls: false,
             wrapper: Vec::new(),
             daemon: false,
+            ready: Ready::Proxying,
         }
     }
 }
@@ -189,6 +204,7 @@ impl Lab {
             tls,
             wrapper,
             daemon,
+            ready,
         } = spec;
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
@@ -228,6 +244,7 @@ impl Lab {
             .var("LOCATION_EXTRA", location_extra)
             .var("SCHEME", scheme)
             .var("SERVER_EXTRA", "");
+        let since = Instant::now();
         let nginx = Nginx::start(&config);
         let (client, probes) = clients(&nginx);
         let lab = Lab {
@@ -240,8 +257,29 @@ impl Lab {
             keepalive,
             config,
         };
-        lab.wait_proxying_to(ADDR_A, "/ready").await;
+        match ready {
+            Ready::Proxying => lab.wait_proxying_to(ADDR_A, "/ready").await,
+            Ready::Answered => lab.wait_applied(ADDR_A, since).await,
+        }
         lab
+    }
+
+    /// Waits (bounded) until the DNS server has answered nginx `ip` for
+    /// [`NAME`] after `since`, then makes one round trip through nginx's
+    /// one worker: the answer's datagram was in the resolver's socket
+    /// before the request's connection was accepted, so the worker has
+    /// read it, and applied it to the upstream, by the time it answers.
+    pub async fn wait_applied(&self, ip: Ipv4Addr, since: Instant) {
+        self.dns
+            .wait_answered(
+                NAME,
+                &Answer::A(vec![ip]),
+                since,
+                patience(Duration::from_secs(10)),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.nginx.error_log()));
+        let _ = self.client.get("/applied").await;
     }
 
     /// Polls with requests until one is answered by `ip`: proof that nginx's

@@ -256,7 +256,7 @@ fn stream_block(slots: usize) -> String {
     for i in 0..slots {
         s.push_str(&format!(
             "    upstream {UPSTREAM}{i} {{\n        zone {UPSTREAM}{i} 64k;\n        ${{PRE}}\n        \
-             server 127.0.0.2:${{APORT}} max_conns=1;\n        \
+             server 127.0.0.2:${{APORT}} max_conns=1 ${{PRIMARY}};\n        \
              server {NAME}:${{BPORT}} resolve backup;\n        ${{EXTRA}}\n    }}\n    \
              server {{\n        listen 127.0.0.1:${{SPORT{i}}};\n        proxy_pass {UPSTREAM}{i};\n        \
              proxy_connect_timeout 20s;\n        proxy_half_close on;\n    }}\n"
@@ -275,6 +275,8 @@ pub struct StreamSpec {
     pub top: String,
     /// Lines before the `server` lines of each upstream (a balancer).
     pub pre: String,
+    /// Parameters added to the primary's `server` line (`max_fails=0`).
+    pub primary: String,
     /// Lines at the end of each upstream.
     pub extra: String,
     /// Lines at http level (beside the status server).
@@ -288,6 +290,7 @@ impl StreamSpec {
             slots,
             top: String::new(),
             pre: String::new(),
+            primary: String::new(),
             extra: String::new(),
             http_extra: String::new(),
         }
@@ -343,6 +346,7 @@ impl StreamLab {
             .stream(stream_block(spec.slots))
             .var("STREAM_TOP", &spec.top)
             .var("PRE", &spec.pre)
+            .var("PRIMARY", &spec.primary)
             .var("EXTRA", &spec.extra)
             .var("DNS", dns.addr())
             .var("APORT", hole.port())

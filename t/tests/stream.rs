@@ -234,6 +234,41 @@ async fn module_in_patched_nginx_counts_nothing_for_stream() {
     lab.finish();
 }
 
+/// The primary the session tried before the change stays tried after the
+/// re-snapshot. With `max_fails=0` a failed primary stays selectable, and a
+/// fresh snapshot's tried bitmap is empty, so the retry would go back to
+/// the dead primary and spend the session's last try there (`$upstream_addr`
+/// "HOLE, HOLE", closed). Excluded, the retry reaches the backup at its new
+/// address: by the module (which counts the handed-back peer) and by the
+/// patched nginx alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_tried_before_the_change_is_not_tried_again() {
+    for flavor in [Flavor::with_module(), Flavor::patched()] {
+        let module = flavor.module.is_some();
+        let mut spec = StreamSpec::new(flavor, 2);
+        spec.primary = "max_fails=0".into();
+        if module {
+            spec.top = "generation_retry_resnapshot on;".into();
+        }
+        let mut lab = StreamLab::start(spec).await;
+        for _ in 0..2 {
+            let race = lab.race().await;
+            assert_rescued(&lab, &race);
+            if module {
+                let s = lab.status("stream", &race.upstream).await;
+                assert_eq!(
+                    (s.count(Counter::Rescued), s.count(Counter::Excluded)),
+                    (1, 1),
+                    "{s}"
+                );
+            } else {
+                assert_patch_line(&race);
+            }
+        }
+        lab.finish();
+    }
+}
+
 /// Non-regression guard: a check of the shared object's symbols, not of its
 /// behaviour.
 #[test]

@@ -87,6 +87,10 @@ const HTTP_PATCH: &str =
     "nginx-src-patches/1.28.0/0001-Upstream-select-again-when-the-peer-list-changed.patch";
 const STREAM_PATCH: &str =
     "nginx-src-patches/1.28.0/0002-Stream-select-again-when-the-peer-list-changed.patch";
+const HTTP_HISTORY_PATCH: &str =
+    "nginx-src-patches/1.28.0/0003-Upstream-peers-tried-before-a-re-snapshot-stay-exclu.patch";
+const STREAM_HISTORY_PATCH: &str =
+    "nginx-src-patches/1.28.0/0004-Stream-peers-tried-before-a-re-snapshot-stay-exclude.patch";
 
 const RESCUES: (&str, &str) = ("module_race", "module_on_rescues_the_race");
 const OBSERVES: (&str, &str) = (
@@ -98,6 +102,10 @@ const TRIES: (&str, &str) = ("module_behaviour", "resnapshot_keeps_next_upstream
 const OLD_WORKER: (&str, &str) = (
     "zone",
     "an_old_worker_still_running_keeps_its_upstreams_counters",
+);
+const STREAM_HISTORY: (&str, &str) = (
+    "stream",
+    "a_primary_tried_before_the_change_is_not_tried_again",
 );
 const ONTO_EMPTY: (&str, &str) = (
     "module_behaviour",
@@ -348,6 +356,49 @@ pub const MUTANTS: &[Mutant] = &[
                 "module_in_patched_nginx_counts_nothing_for_stream",
             ),
         ],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "history-ignored",
+        file: LIVE,
+        find: "        self.history.holds(unsafe { &*self.pc })\n",
+        replace: "        let _ = unsafe { &*self.pc };\n        false\n",
+        tests: &[
+            ("history", "round_robin"),
+            ("history", "hash"),
+            STREAM_HISTORY,
+        ],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "history-not-recorded",
+        file: INNER,
+        find: "        head.history.record(unsafe { &*pc });\n",
+        replace: "        let _ = unsafe { &*pc };\n",
+        tests: &[("history", "least_conn"), STREAM_HISTORY],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "http-patch-history-ignored",
+        file: HTTP_HISTORY_PATCH,
+        find: "+        u->peer.get = ngx_http_upstream_get_untried_peer;\n",
+        replace: "+        (void) ngx_http_upstream_get_untried_peer;\n",
+        tests: &[
+            ("history", "patched_round_robin"),
+            ("history", "patched_ip_hash"),
+        ],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "stream-patch-history-ignored",
+        file: STREAM_HISTORY_PATCH,
+        find: "+        u->peer.get = ngx_stream_proxy_get_untried_peer;\n",
+        replace: "+        (void) ngx_stream_proxy_get_untried_peer;\n",
+        tests: &[STREAM_HISTORY],
         core: false,
         whole_suite: false,
     },

@@ -1,0 +1,291 @@
+//! A rescued request keeps its history: a peer it tried before the
+//! re-snapshot is not tried again on the fresh snapshot, whose own tried
+//! bitmap is empty. The sharpest case is a POST retried under
+//! `proxy_next_upstream ... non_idempotent`: sent to an address, failed,
+//! and never to be sent to that address again.
+//!
+//! Each row: a static peer at [`ADDR_C`] with `weight=20` beside the
+//! re-resolving name (or the name as a `backup`), `max_fails=0` on both, as
+//! the README recommends for re-resolving names, so a failed peer stays
+//! selectable. The POST's first attempt is held at [`ADDR_C`]; the name
+//! flips; the backend closes the held connection. nginx retries, the
+//! generation moved, the request takes a fresh snapshot, and there the
+//! balancer prefers [`ADDR_C`] again (20 to 1, or the only primary): it
+//! must be handed back and the new address taken. Without the history the
+//! backend would receive the POST twice at [`ADDR_C`].
+//!
+//! For every balancer of nginx 1.28, with keepalive after the balancer,
+//! before it (where nginx drops it), without it, with a backup server and
+//! over TLS; for the module and for the patched nginx.
+
+use std::time::{Duration, Instant};
+
+use generation_retry_t::accesslog::Hop;
+use generation_retry_t::backend::{ADDR_A, ADDR_B, ADDR_C};
+use generation_retry_t::dns::Answer;
+use generation_retry_t::errorlog::NO_LIVE;
+use generation_retry_t::memcheck::patience;
+use generation_retry_t::metrics::{log, Counter, Protocol, StatusExt};
+use generation_retry_t::nginx::Flavor;
+use generation_retry_t::scenario::{patched_rescue_line, Lab, Ready, Spec, NAME};
+use generation_retry_t::shared::{KEEPALIVE_LOCATION, UPSTREAM};
+use reqwest::Method;
+use tokio::task::JoinSet;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fix {
+    Module,
+    Patched,
+}
+
+/// The heavy static peer and the re-resolving name, both `max_fails=0`.
+const WEIGHTED: &str = "server 127.0.0.4:${BPORT} weight=20 max_fails=0;\n        \
+                        server app.test:${BPORT} resolve max_fails=0;";
+/// The static peer alone as primary, the name as its backup.
+const WITH_BACKUP: &str = "server 127.0.0.4:${BPORT} max_fails=0;\n        \
+                           server app.test:${BPORT} resolve max_fails=0 backup;";
+const RETRY_POST: &str = "proxy_next_upstream error timeout non_idempotent;";
+
+struct Row {
+    name: String,
+    spec: Spec,
+}
+
+fn rows(balancer: &'static str, fix: Fix) -> Vec<Row> {
+    let (flavor, on) = match fix {
+        Fix::Module => (Flavor::with_module(), "generation_retry_resnapshot on;"),
+        Fix::Patched => (Flavor::patched(), ""),
+    };
+    // `keepalive: false` for the harness even where the upstream keeps
+    // connections: its probes then come from several client addresses, so
+    // ip_hash reaches the name too, and they warm nginx's cache all the
+    // same (the fresh snapshot's get meets cached connections to ADDR_C).
+    let spec = |servers: &str, pre: String, keepalive: bool, tls: bool| Spec {
+        flavor: flavor.clone(),
+        servers: servers.into(),
+        pre,
+        extra: on.into(),
+        keepalive: false,
+        http_extra: String::new(),
+        location_extra: if keepalive {
+            format!("{RETRY_POST} {KEEPALIVE_LOCATION}")
+        } else {
+            RETRY_POST.into()
+        },
+        tls,
+        wrapper: Vec::new(),
+        daemon: false,
+        // The name as a backup is never picked while ADDR_C is up.
+        ready: if servers.contains("backup") {
+            Ready::Answered
+        } else {
+            Ready::Proxying
+        },
+    };
+    let with_keepalive = format!("{WEIGHTED}\n        keepalive 16;");
+    let row = |name: &str, spec: Spec| Row {
+        name: format!("[{balancer}] {name}"),
+        spec,
+    };
+    let mut v = vec![
+        row(
+            "keepalive after balancer",
+            spec(&with_keepalive, balancer.into(), true, false),
+        ),
+        row(
+            "no keepalive",
+            spec(WEIGHTED, balancer.into(), false, false),
+        ),
+    ];
+    if !balancer.is_empty() {
+        // nginx drops a keepalive placed before the balancer, with a
+        // "load balancing method redefined" warning.
+        v.push(row(
+            "keepalive before balancer",
+            spec(WEIGHTED, format!("keepalive 16; {balancer}"), true, false),
+        ));
+    }
+    if balancer.is_empty() || balancer.starts_with("least_conn") {
+        // hash, ip_hash and random refuse `backup`.
+        let servers = format!("{WITH_BACKUP}\n        keepalive 16;");
+        v.push(row("backup", spec(&servers, balancer.into(), true, false)));
+    }
+    if balancer.is_empty() || balancer.starts_with("hash") {
+        v.push(row(
+            "TLS, keepalive",
+            spec(&with_keepalive, balancer.into(), true, true),
+        ));
+    }
+    v
+}
+
+/// One POST through a row; every problem found, and the module's
+/// `excluded` count.
+async fn post_row(row: Row, fix: Fix) -> Result<u64, String> {
+    let Row { name, spec } = row;
+    let servers_backup = spec.ready == Ready::Answered;
+    let lab = Lab::start_spec(spec).await;
+    let mut problems = Vec::new();
+    // The POST's first attempt must be held at ADDR_C; a hashing balancer
+    // may put a path on the other peer: try the next path then.
+    let mut attempt = None;
+    for i in 0..8 {
+        let hold = lab.backend.arm_hold_any();
+        let client = lab.client.clone();
+        let path = format!("/order/{i}");
+        let request = {
+            let path = path.clone();
+            tokio::spawn(async move {
+                client
+                    .request(Method::POST, &path, Some(b"item=1".to_vec()))
+                    .await
+            })
+        };
+        let held = hold
+            .caught(patience(Duration::from_secs(10)))
+            .await
+            .map_err(|e| format!("{name}: {e}"))?;
+        if held.addr == ADDR_C {
+            attempt = Some((path, held, request));
+            break;
+        }
+        held.close();
+        let _ = request.await;
+    }
+    let Some((path, held, request)) = attempt else {
+        return Err(format!("{name}: no POST was sent to {ADDR_C} first"));
+    };
+
+    let next = if lab.current == ADDR_A {
+        ADDR_B
+    } else {
+        ADDR_A
+    };
+    let since = Instant::now();
+    lab.dns.set_a(NAME, next);
+    lab.dns
+        .wait_answered(
+            NAME,
+            &Answer::A(vec![next]),
+            since,
+            patience(Duration::from_secs(10)),
+        )
+        .await
+        .map_err(|e| format!("{name}: {e}"))?;
+    if servers_backup {
+        lab.wait_applied(next, since).await;
+    } else {
+        lab.wait_proxying_to(next, "/probe").await;
+    }
+    held.close();
+    let response = request.await.expect("client task");
+
+    if response.status() != 200 || response.body != format!("{next}\n") {
+        problems.push(format!("answered {response:?}, not 200 from {next}"));
+    }
+    let reached: Vec<_> = lab
+        .backend
+        .seen()
+        .into_iter()
+        .filter(|s| s.path == path)
+        .map(|s| s.addr)
+        .collect();
+    if reached != [ADDR_C, next] {
+        problems.push(format!(
+            "the POST reached {reached:?}, not {ADDR_C} then {next}"
+        ));
+    }
+    let entry = lab.access_entry(&path).await;
+    let want = [ADDR_C, next].map(|ip| lab.upstream_addr(ip));
+    match entry.hops.as_slice() {
+        [Hop::Addr(a), Hop::Addr(b)] if [a.to_string(), b.to_string()] == want => {}
+        _ => problems.push(format!(
+            "$upstream_addr {:?}, not {want:?}",
+            entry.upstream_addr()
+        )),
+    }
+    let lines = lab.request_errors(&path);
+    let line = match fix {
+        Fix::Module => log::rescued_marker(Protocol::Http, UPSTREAM),
+        Fix::Patched => patched_rescue_line(UPSTREAM),
+    };
+    let n = lines.iter().filter(|l| l.contains(&line)).count();
+    if n != 1 {
+        problems.push(format!("{n} lines `{line}`, expected 1"));
+    }
+    if lines.iter().any(|l| l.contains(NO_LIVE)) {
+        problems.push(format!("`{NO_LIVE}` for {path}"));
+    }
+    let excluded = if fix == Fix::Module {
+        let s = lab.status(UPSTREAM).await;
+        if s.count(Counter::Rescued) != 1 || s.count(Counter::Failed) != 0 {
+            problems.push(format!("counters {s}"));
+        }
+        s.count(Counter::Excluded)
+    } else {
+        0
+    };
+    let log = lab.nginx.error_log();
+    lab.finish();
+    if problems.is_empty() {
+        println!(
+            "{name}: $upstream_addr {:?}, excluded {excluded}",
+            entry.upstream_addr()
+        );
+        Ok(excluded)
+    } else {
+        Err(format!("{name}: {}\n{log}", problems.join("; ")))
+    }
+}
+
+/// Every row of a balancer, concurrently. With the module, the rows
+/// together must have handed back at least one peer: the fresh snapshot
+/// prefers the tried peer 20 to 1 (always, in the backup row), so a run
+/// where it never did would not have tested the history at all.
+async fn run(balancer: &'static str, fix: Fix) {
+    let rows = rows(balancer, fix);
+    let expected = rows.len();
+    let mut set = JoinSet::new();
+    for row in rows {
+        set.spawn(post_row(row, fix));
+    }
+    let (mut failures, mut passed, mut excluded) = (Vec::new(), 0, 0);
+    while let Some(r) = set.join_next().await {
+        match r.expect("row task") {
+            Ok(n) => {
+                passed += 1;
+                excluded += n;
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert_eq!(passed, expected);
+    if fix == Fix::Module {
+        assert!(excluded > 0, "no row handed a tried peer back");
+    }
+}
+
+macro_rules! history_tests {
+    ($($name:ident, $patched:ident => $directive:expr,)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            run($directive, Fix::Module).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $patched() {
+            run($directive, Fix::Patched).await;
+        }
+    )*};
+}
+
+history_tests! {
+    round_robin, patched_round_robin => "",
+    least_conn, patched_least_conn => "least_conn;",
+    hash, patched_hash => "hash $request_uri;",
+    hash_consistent, patched_hash_consistent => "hash $request_uri consistent;",
+    ip_hash, patched_ip_hash => "ip_hash;",
+    random, patched_random => "random;",
+    random_two, patched_random_two => "random two least_conn;",
+}
