@@ -33,7 +33,7 @@ mod live;
 use core::ffi::c_void;
 
 use generation_retry_core::log;
-use generation_retry_core::rescue::{Decision, Outcome, Snapshot};
+use generation_retry_core::rescue::{Decision, Outcome, Selected, Snapshot};
 use ngx::core::{Pool, Status};
 use ngx::ffi::{ngx_int_t, ngx_peer_connection_t, NGX_BUSY, NGX_LOG_ERR, NGX_LOG_WARN};
 use ngx::ngx_log_error;
@@ -182,22 +182,22 @@ unsafe extern "C" fn get_peer<P: Proto>(
         uscf,
         original: conf.original_init,
     };
-    let decision = pd.state.select(&mut live, setting);
-    trace!(
-        P,
-        live.log(),
-        "{}{}: {:?}",
-        log::TRACE_GET,
-        pd.state.selections,
-        decision.outcome
-    );
-    if decision.tally.is_empty() {
-        // Not refused: the common case, nothing to count or re-install.
-        if let Outcome::Pass(selection) = decision.outcome {
-            return selection.code(BUSY);
+    match pd.state.select(&mut live, setting) {
+        // Not refused, no history to check: the common case, the inner
+        // balancer's answer as it gave it.
+        Selected::Stands(selection) => selection.code(BUSY),
+        Selected::Decided(decision) => {
+            trace!(
+                P,
+                live.log(),
+                "{}{}: {:?}",
+                log::TRACE_GET,
+                pd.state.selections,
+                decision.outcome
+            );
+            settle::<P>(pc, pd_ptr, decision)
         }
     }
-    settle::<P>(pc, pd_ptr, decision)
 }
 
 /// A refused selection, out of the fast path: the tally counted, the

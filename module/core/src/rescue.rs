@@ -149,6 +149,30 @@ impl Tally {
     }
 }
 
+/// What [`Snapshot::select`] made of a selection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selected {
+    /// The balancer's answer stands, untouched and uncounted: the fast
+    /// path of nearly every selection.
+    Stands(Selection),
+    /// Decided by the rule: refused, or checked against the request's
+    /// history after a re-snapshot.
+    Decided(Decision),
+}
+
+impl Selected {
+    /// As a [`Decision`]: one that stands passes with nothing counted.
+    pub fn decision(self) -> Decision {
+        match self {
+            Selected::Stands(selection) => Decision {
+                outcome: Outcome::Pass(selection),
+                tally: Tally::default(),
+            },
+            Selected::Decided(d) => d,
+        }
+    }
+}
+
 /// What [`Snapshot::select`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
@@ -189,20 +213,38 @@ impl Snapshot {
         }
     }
 
-    /// One selection nginx asked for, under `setting`. Inlined: a selection
-    /// that is not refused costs a counter and a comparison; the refused
-    /// path is out of line.
+    /// One selection nginx asked for, under `setting`. Inlined: a
+    /// selection that stands (not refused, and no history to check since
+    /// the request never re-snapshotted) costs a counter and two
+    /// comparisons, and returns the balancer's answer untouched; the rest
+    /// is decided out of line.
     #[inline]
-    pub fn select<B: Balancer>(&mut self, b: &mut B, setting: Resnapshot) -> Decision {
+    pub fn select<B: Balancer>(&mut self, b: &mut B, setting: Resnapshot) -> Selected {
         let first = self.selections == 0;
         self.selections += 1;
-        match b.select() {
+        let given = b.select();
+        if self.resnapshots == 0 && given != Selection::Busy {
+            return Selected::Stands(given);
+        }
+        Selected::Decided(self.decide(b, setting, first, given))
+    }
+
+    /// A selection that does not stand as given: refused, or on a state
+    /// taken by a re-snapshot.
+    #[cold]
+    #[inline(never)]
+    fn decide<B: Balancer>(
+        &mut self,
+        b: &mut B,
+        setting: Resnapshot,
+        first: bool,
+        given: Selection,
+    ) -> Decision {
+        match given {
             Selection::Busy => self.refused(b, setting, first, Tally::default(), false),
-            given @ Selection::Peer(_) if self.resnapshots != 0 => {
-                self.after_resnapshot(b, setting, first, given)
-            }
-            selection => Decision {
-                outcome: Outcome::Pass(selection),
+            Selection::Peer(_) => self.after_resnapshot(b, setting, first, given),
+            Selection::Error(_) => Decision {
+                outcome: Outcome::Pass(given),
                 tally: Tally::default(),
             },
         }
@@ -210,8 +252,6 @@ impl Snapshot {
 
     /// A peer given on a state taken by an earlier re-snapshot: it must
     /// not be one the request tried before that re-snapshot.
-    #[cold]
-    #[inline(never)]
     fn after_resnapshot<B: Balancer>(
         &mut self,
         b: &mut B,

@@ -134,7 +134,7 @@ fn tally(pairs: &[(Counter, u32)]) -> Tally {
 fn run(fake: &mut Fake, setting: Resnapshot, earlier: u32) -> (Snapshot, Decision) {
     let mut s = Snapshot::new(fake.generation);
     s.selections = earlier;
-    let d = s.select(fake, setting);
+    let d = s.select(fake, setting).decision();
     (s, d)
 }
 
@@ -146,6 +146,10 @@ fn a_selection_that_is_not_refused_passes_through_uncounted() {
         assert_eq!(d.outcome, Outcome::Pass(given));
         assert_eq!(d.tally, Tally::default());
         assert_eq!((s.selections, s.resnapshots, f.reinit_calls), (1, 0, 0));
+        // The fast path: the answer stands, nothing decided out of line.
+        let mut f = Fake::new(&[Step::Give(given)], &[]);
+        let mut s = Snapshot::new(f.generation);
+        assert_eq!(s.select(&mut f, ON), Selected::Stands(given));
     }
 }
 
@@ -423,7 +427,7 @@ fn later_selections_on_the_fresh_state_exclude_the_history_too() {
         let mut f = Fake::new(script, &[]);
         let mut s = Snapshot::new(f.generation);
         (s.selections, s.resnapshots) = (2, 1);
-        let d = s.select(&mut f, ON);
+        let d = s.select(&mut f, ON).decision();
         (f, d)
     };
 
@@ -476,7 +480,7 @@ fn a_single_peer_list_is_not_excluded() {
     (f.primary, f.backup) = (1, 0);
     let mut s = Snapshot::new(f.generation);
     (s.selections, s.resnapshots) = (2, 1);
-    assert_eq!(s.select(&mut f, ON).outcome, Outcome::Pass(PEER));
+    assert_eq!(s.select(&mut f, ON).decision().outcome, Outcome::Pass(PEER));
 }
 
 #[test]
@@ -548,7 +552,7 @@ fn every_short_script_keeps_the_invariants() {
                         let setting = Resnapshot { enabled, max };
                         let mut s = Snapshot::new(f.generation);
                         (s.selections, s.resnapshots) = (earlier, prior);
-                        let d = s.select(&mut f, setting);
+                        let d = s.select(&mut f, setting).decision();
                         runs += 1;
                         check(&f, &s, &d, setting, (earlier, prior), script.len());
                     }
