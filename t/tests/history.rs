@@ -273,6 +273,7 @@ macro_rules! history_tests {
             run($directive, Fix::Module).await;
         }
 
+        /// Non-regression guard: the patched nginx, without the module.
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn $patched() {
             run($directive, Fix::Patched).await;
