@@ -31,11 +31,13 @@ mod inner;
 mod live;
 
 use core::ffi::c_void;
+use core::mem;
 
+use generation_retry_core::directive::Resnapshot;
 use generation_retry_core::log;
-use generation_retry_core::rescue::{Decision, Outcome, Selected, Snapshot};
-use ngx::core::{Pool, Status};
-use ngx::ffi::{ngx_int_t, ngx_peer_connection_t, NGX_BUSY, NGX_LOG_ERR, NGX_LOG_WARN};
+use generation_retry_core::rescue::{Decision, Outcome, Selection, Snapshot};
+use ngx::core::Status;
+use ngx::ffi::{ngx_int_t, ngx_palloc, ngx_peer_connection_t, NGX_BUSY, NGX_LOG_ERR, NGX_LOG_WARN};
 use ngx::ngx_log_error;
 
 use self::history::History;
@@ -113,9 +115,10 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
         return Status::NGX_ERROR.into();
     };
 
-    // SAFETY: the request's pool outlives every use of the peer data.
-    let pool = unsafe { Pool::from_ngx_pool(pool) };
-    let pd = pool.alloc_type::<PeerData<P>>();
+    // SAFETY: the request's live pool, which outlives every use of the
+    // peer data; ngx_palloc aligns to NGX_ALIGNMENT (a pointer's), enough
+    // for PeerData's pointers and integers.
+    let pd = unsafe { ngx_palloc(pool, mem::size_of::<PeerData<P>>()) } as *mut PeerData<P>;
     if pd.is_null() {
         return Status::NGX_ERROR.into();
     }
@@ -128,7 +131,7 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
         pd.write(PeerData {
             head: Head {
                 inner,
-                history: History::new(pool.as_ptr()),
+                history: History::new(pool),
             },
             request: r,
             upstream: us,
@@ -150,8 +153,9 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     Status::NGX_OK.into()
 }
 
-/// Every selection: the rescue rule over the live balancer; a refusal is
-/// settled out of line.
+/// Every selection: the rescue rule over the live balancer. The fast path
+/// is the rule's first steps (`begin`, the inner get, `stands`) on the bare
+/// state; a selection that does not stand is decided out of line.
 unsafe extern "C" fn get_peer<P: Proto>(
     pc: *mut ngx_peer_connection_t,
     data: *mut c_void,
@@ -160,44 +164,62 @@ unsafe extern "C" fn get_peer<P: Proto>(
     // SAFETY: nginx calls get with the peer connection whose data we set;
     // the PeerData is ours, in the request pool.
     let pd = unsafe { &mut *pd_ptr };
-    // SAFETY: set at init from the arguments of peer.init; the upstream
-    // block and its configuration live as long as the cycle, longer than
-    // the request.
-    let (uscf, conf) = unsafe { (&*pd.upstream, &*pd.conf) };
+    // SAFETY: set at init from the arguments of peer.init; the
+    // configuration lives as long as the cycle, longer than the request.
+    let conf = unsafe { &*pd.conf };
+    let inner = &pd.head.inner;
     // Installed only with a setting; without, the inner balancer answers.
-    let inner = &mut pd.head.inner;
     let (Some(setting), Some(get)) = (conf.active, inner.get) else {
         // SAFETY: the inner get, if any, with its own data.
         return inner
             .get
             .map_or(Status::NGX_ERROR.into(), |g| unsafe { g(pc, inner.data) });
     };
-    let _ = get;
+    let first = pd.state.begin();
+    // SAFETY: the inner get with its own data, as peer.init installed them.
+    let rc = unsafe { get(pc, inner.data) };
+    let given = live::selection(rc);
+    if pd.state.stands(given) {
+        return rc;
+    }
+    decide::<P>(pc, pd_ptr, setting, first, given)
+}
+
+/// A selection whose answer does not stand: the rule decides over the
+/// live balancer, and the decision is settled.
+#[cold]
+#[inline(never)]
+fn decide<P: Proto>(
+    pc: *mut ngx_peer_connection_t,
+    pd_ptr: *mut PeerData<P>,
+    setting: Resnapshot,
+    first: bool,
+    given: Selection,
+) -> ngx_int_t {
+    // SAFETY: as in get_peer, which has returned no reference to either.
+    let pd = unsafe { &mut *pd_ptr };
+    // SAFETY: as in get_peer; the upstream block lives as long as the
+    // cycle.
+    let (uscf, conf) = unsafe { (&*pd.upstream, &*pd.conf) };
     let mut live = Live::<P> {
         pc,
-        inner,
+        inner: &mut pd.head.inner,
         history: &pd.head.history,
         request: pd.request,
         upstream: pd.upstream,
         uscf,
         original: conf.original_init,
     };
-    match pd.state.select(&mut live, setting) {
-        // Not refused, no history to check: the common case, the inner
-        // balancer's answer as it gave it.
-        Selected::Stands(selection) => selection.code(BUSY),
-        Selected::Decided(decision) => {
-            trace!(
-                P,
-                live.log(),
-                "{}{}: {:?}",
-                log::TRACE_GET,
-                pd.state.selections,
-                decision.outcome
-            );
-            settle::<P>(pc, pd_ptr, decision)
-        }
-    }
+    let decision = pd.state.decide(&mut live, setting, first, given);
+    trace!(
+        P,
+        live.log(),
+        "{}{}: {:?}",
+        log::TRACE_GET,
+        pd.state.selections,
+        decision.outcome
+    );
+    settle::<P>(pc, pd_ptr, decision)
 }
 
 /// A refused selection, out of the fast path: the tally counted, the

@@ -86,9 +86,22 @@ pub async fn run_arm(
 /// with `progress` told the share elapsed and nginx reloaded every
 /// `opts.reload_every`. Returns the wall clock time the load started, and
 /// every outcome in schedule order once all have completed.
+/// When the open loop's requests start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arrivals {
+    /// Every 1/rate seconds exactly (the HTTP arms: the seed drives their
+    /// reclaim fault instead).
+    Even,
+    /// One in each 1/rate slot, at a point drawn from `opts.seed`: the
+    /// stream arms' only fault is the dead primaries, so the seed moves
+    /// the sessions against the DNS swaps and the primaries' probes.
+    Seeded,
+}
+
 async fn open_loop<T, F>(
     opts: &Options,
     nginx: &Nginx,
+    arrivals: Arrivals,
     progress: impl Fn(f64) + Send + Sync + 'static,
     one: impl Fn(u64) -> F,
 ) -> (f64, Vec<T>)
@@ -102,8 +115,13 @@ where
     let n = (opts.rate * opts.duration.as_secs_f64()).round() as u64;
     let started = tokio::time::Instant::now();
     let mut tasks = Vec::with_capacity(n as usize);
+    let mut rng = crate::rng::Rng::new(opts.seed);
     for i in 0..n {
-        tokio::time::sleep_until(started + Duration::from_secs_f64(i as f64 / opts.rate)).await;
+        let slot = match arrivals {
+            Arrivals::Even => i as f64,
+            Arrivals::Seeded => i as f64 + rng.unit(),
+        };
+        tokio::time::sleep_until(started + Duration::from_secs_f64(slot / opts.rate)).await;
         tasks.push(tokio::spawn(one(i)));
     }
     let mut outcomes = Vec::with_capacity(tasks.len());

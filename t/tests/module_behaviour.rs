@@ -289,10 +289,15 @@ async fn sent_non_idempotent_requests_are_not_retried() {
 /// The re-snapshot keeps the request's remaining tries: with three peers and
 /// `proxy_next_upstream_tries 2`, a rescued retry that fails too ends the
 /// request after two attempts (peer.init alone would grant three again).
-/// The positive control: the same race with `tries 3` makes three attempts,
-/// so the hop count follows the tries left, and a third hop is possible
-/// after a rescue. Every hop is a peer, never the group's name: stock's
-/// refusal (`"127.0.0.2:P, be"`) has the same length at `tries 2`.
+/// The positive control: the same race with `tries 3` makes a third
+/// selection, so the hop count follows the tries left. The third finds
+/// every address of the fresh list already tried (127.0.0.4 before the
+/// change, 127.0.0.3 by the rescue; the name and the static peer share
+/// 127.0.0.3), so it is refused as nginx refuses a request that tried every
+/// peer (`"127.0.0.4:P, 127.0.0.3:P, be"`, `cause=unavailable`), rather
+/// than sent to an address a third time. Stock's refusal at `tries 2`
+/// (`"127.0.0.4:P, be"`) has the same length as the rescued two hops, so
+/// every hop there must be a peer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn resnapshot_keeps_next_upstream_tries() {
     for tries in [2, 3] {
@@ -309,12 +314,26 @@ async fn resnapshot_keeps_next_upstream_tries() {
         assert_eq!(race.response.status(), 502, "tries {tries}: {race:?}");
         assert_eq!(race.entry.hops.len(), tries, "tries {tries}: {hops}");
         assert!(
-            race.entry.hops.iter().all(|h| matches!(h, Hop::Addr(_))),
+            race.entry.hops[..2]
+                .iter()
+                .all(|h| matches!(h, Hop::Addr(_))),
             "tries {tries}: a hop was refused: {hops}"
         );
         assert_eq!(race.entry.resnapshots, Some(1), "tries {tries}: {hops}");
         let s = lab.status("be").await;
         assert_eq!(s.count(Counter::Rescued), 1, "tries {tries}: {s}");
+        if tries == 3 {
+            assert!(hops.ends_with(", be"), "tries 3: {hops}");
+            let marker = log::no_live_marker(Protocol::Http, "be", NoLiveCause::Unavailable);
+            let lines = lab.request_errors(&race.path);
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.contains(&marker) && l.contains("already tried")),
+                "tries 3: {lines:#?}"
+            );
+            assert!(s.count(Counter::Excluded) >= 1, "tries 3: {s}");
+        }
         lab.finish();
     }
 }

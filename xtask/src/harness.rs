@@ -18,6 +18,7 @@ pub const MATRIX_TESTS: &[&str] = &[
     "stream",
     "patched",
     "balancers",
+    "history",
     "reload",
     "directive",
     "module_behaviour",

@@ -27,6 +27,7 @@ const TESTS: &[&str] = &[
     "patched",
     "module_race",
     "balancers",
+    "history",
     "module_behaviour",
     "https",
     "stream",

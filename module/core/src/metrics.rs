@@ -37,6 +37,10 @@ counters! {
     /// Peers a balancer gave after a re-snapshot whose address the request
     /// had already tried: handed back unused, and the balancer asked again.
     Excluded,
+    /// Peers a balancer gave after a re-snapshot whose address the request
+    /// had already tried, passed on: the list has a single peer, which
+    /// nginx retries (it keeps no tried bitmap for one).
+    Retried,
     /// Generation-busy selections that a re-snapshot turned into a peer.
     Rescued,
     /// Generation-busy selections that still ended in `no live upstreams`.
@@ -301,6 +305,13 @@ pub const FAMILIES: &[Family] = &[
         help: "Peers given after a re-snapshot whose address the request had already tried, handed back unused.",
         label: None,
         series: &[plain(Value::Counter(Counter::Excluded))],
+    },
+    Family {
+        name: "nginx_generation_retry_retried_total",
+        kind: Kind::Counter,
+        help: "Peers given after a re-snapshot whose address the request had already tried, passed on because the list has a single peer.",
+        label: None,
+        series: &[plain(Value::Counter(Counter::Retried))],
     },
     Family {
         name: "nginx_generation_retry_rescued_total",

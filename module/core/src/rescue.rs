@@ -42,6 +42,18 @@ pub enum Selection {
 }
 
 impl Selection {
+    /// What a balancer's `get` returned: `busy` (`NGX_BUSY`) refuses, `ok`
+    /// and `done` (`NGX_OK`, `NGX_DONE`) give a peer, anything else is an
+    /// error.
+    #[inline]
+    pub fn of(rc: isize, busy: isize, ok: isize, done: isize) -> Selection {
+        match rc {
+            rc if rc == busy => Selection::Busy,
+            rc if rc == ok || rc == done => Selection::Peer(rc),
+            rc => Selection::Error(rc),
+        }
+    }
+
     /// The code nginx gets: the balancer's own, or `busy` (`NGX_BUSY`).
     #[inline]
     pub fn code(self, busy: isize) -> isize {
@@ -213,27 +225,42 @@ impl Snapshot {
         }
     }
 
-    /// One selection nginx asked for, under `setting`. Inlined: a
-    /// selection that stands (not refused, and no history to check since
-    /// the request never re-snapshotted) costs a counter and two
-    /// comparisons, and returns the balancer's answer untouched; the rest
-    /// is decided out of line.
+    /// One selection nginx asked for, under `setting`: [`Snapshot::begin`],
+    /// the balancer's answer, then [`Snapshot::stands`] or, out of line,
+    /// [`Snapshot::decide`]. The module's `get` runs the same three steps
+    /// itself, so that it builds its [`Balancer`] only when the answer
+    /// does not stand.
     #[inline]
     pub fn select<B: Balancer>(&mut self, b: &mut B, setting: Resnapshot) -> Selected {
-        let first = self.selections == 0;
-        self.selections += 1;
+        let first = self.begin();
         let given = b.select();
-        if self.resnapshots == 0 && given != Selection::Busy {
+        if self.stands(given) {
             return Selected::Stands(given);
         }
         Selected::Decided(self.decide(b, setting, first, given))
     }
 
+    /// Counts a selection; whether it is the request's first.
+    #[inline]
+    pub fn begin(&mut self) -> bool {
+        let first = self.selections == 0;
+        self.selections += 1;
+        first
+    }
+
+    /// Whether the balancer's answer stands as given: not refused, and no
+    /// history to check (the request never re-snapshotted). The fast path
+    /// of nearly every selection: two comparisons.
+    #[inline]
+    pub fn stands(&self, given: Selection) -> bool {
+        self.resnapshots == 0 && given != Selection::Busy
+    }
+
     /// A selection that does not stand as given: refused, or on a state
-    /// taken by a re-snapshot.
+    /// taken by a re-snapshot. `first` is what [`Snapshot::begin`] said.
     #[cold]
     #[inline(never)]
-    fn decide<B: Balancer>(
+    pub fn decide<B: Balancer>(
         &mut self,
         b: &mut B,
         setting: Resnapshot,
@@ -379,7 +406,7 @@ impl Snapshot {
 /// A list of one peer and no backup is left alone: round-robin, and every
 /// balancer, which all fall back to it there, keeps no tried bitmap for a
 /// single peer, and nginx retries that peer (after a stale keepalive
-/// connection, say); so does the rule. Otherwise bounded by the list's
+/// connection, say); so does the rule, and counts it (`Retried`). Otherwise bounded by the list's
 /// size: a balancer that keeps giving tried peers ends in `Busy` after as
 /// many selections as the list has peers, plus one.
 fn untried<B: Balancer>(
@@ -390,6 +417,9 @@ fn untried<B: Balancer>(
 ) -> (Selection, bool) {
     let (primary, backup) = b.peer_counts();
     if (primary, backup) == (1, 0) {
+        if matches!(given, Selection::Peer(_)) && b.tried_before() {
+            tally.add(Counter::Retried);
+        }
         return (given, false);
     }
     let mut left = primary + backup;

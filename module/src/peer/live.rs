@@ -15,6 +15,17 @@ use super::history::History;
 use super::inner::Inner;
 use crate::proto::{generation, peer_counts, upstream_name, InitPeer, Proto};
 
+/// A `get` callback's code, as the rule sees it.
+#[inline]
+pub(super) fn selection(rc: ngx_int_t) -> Selection {
+    Selection::of(
+        rc,
+        NGX_BUSY as ngx_int_t,
+        Status::NGX_OK.into(),
+        NGX_DONE as ngx_int_t,
+    )
+}
+
 /// The rule's view of one request's balancer: the live peer connection, the
 /// inner callbacks and the upstream's original `peer.init`.
 pub(super) struct Live<'a, P: Proto> {
@@ -52,11 +63,7 @@ impl<P: Proto> Balancer for Live<'_, P> {
         // SAFETY: the inner get with its own data, as peer.init installed them.
         let rc = unsafe { get(self.pc, self.inner.data) };
         trace!(P, self.log(), "{}inner get peer: {rc}", log::MARKER);
-        match rc {
-            rc if rc == NGX_BUSY as ngx_int_t => Selection::Busy,
-            rc if rc == Status::NGX_OK.into() || rc == NGX_DONE as ngx_int_t => Selection::Peer(rc),
-            rc => Selection::Error(rc),
-        }
+        selection(rc)
     }
 
     /// Re-runs the original `peer.init` into fresh state, which becomes

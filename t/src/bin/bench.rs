@@ -142,14 +142,19 @@ fn have(tool: &str) -> bool {
     Command::new(tool).arg("--version").output().is_ok()
 }
 
-/// Instructions the nginx process executed while serving `n` requests
-/// (plus start-up, readiness probes and shut-down).
-async fn instructions(v: Variant, n: usize) -> u64 {
+/// Instructions the nginx process executed per request over `n` requests,
+/// counted in one process: after start-up and `WARM_UP` requests (whose
+/// number of readiness probes varies from run to run) callgrind's counters
+/// are zeroed, `n` requests are served, and the counts are dumped
+/// (`callgrind_control -z`, `-d`). What is left is the requests alone,
+/// plus the timers that fire meanwhile. Also returns the dump, for a
+/// per-function breakdown (`callgrind_annotate`).
+async fn instructions(v: Variant, n: usize) -> (f64, PathBuf) {
+    const WARM_UP: usize = 200;
     let dir =
         std::env::temp_dir().join(format!("generation-retry-callgrind-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("callgrind dir");
-    let file = dir.join(format!("{}-{n}.out", v.name()));
-    let _ = std::fs::remove_file(&file);
+    let file = dir.join(format!("{}.out", v.name()));
     let spec = Spec {
         wrapper: vec![
             "valgrind".into(),
@@ -160,18 +165,43 @@ async fn instructions(v: Variant, n: usize) -> u64 {
         ..v.spec()
     };
     let lab = Lab::start_spec(spec).await;
+    for i in 0..WARM_UP {
+        assert_eq!(lab.client.get(&format!("/warm/{i}")).await.status(), 200);
+    }
+    let pid = lab.nginx.pid().to_string();
+    callgrind_control(&["-z", &pid]);
     for i in 0..n {
         assert_eq!(lab.client.get(&format!("/cg/{i}")).await.status(), 200);
     }
+    callgrind_control(&["-d", &pid]);
     lab.finish();
-    let text = std::fs::read_to_string(&file).expect("callgrind output");
-    text.lines()
+    // The dump on demand is the file's first part: `FILE.1`.
+    let dump = PathBuf::from(format!("{}.1", file.display()));
+    let text = std::fs::read_to_string(&dump)
+        .unwrap_or_else(|e| panic!("callgrind dump {}: {e}", dump.display()));
+    let total: u64 = text
+        .lines()
         .find_map(|l| {
             l.strip_prefix("summary: ")
                 .or_else(|| l.strip_prefix("totals: "))
         })
         .and_then(|v| v.trim().parse().ok())
-        .expect("callgrind summary line")
+        .expect("callgrind summary line");
+    (total as f64 / n as f64, dump)
+}
+
+/// Runs `callgrind_control` on a process, which must succeed.
+fn callgrind_control(args: &[&str]) {
+    let out = Command::new("callgrind_control")
+        .args(args)
+        .output()
+        .expect("run callgrind_control");
+    assert!(
+        out.status.success(),
+        "callgrind_control {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 async fn throughput(url: &str, client: &Client, a: &Args, wrk: bool) -> f64 {
@@ -317,15 +347,19 @@ async fn main() -> ExitCode {
     let callgrind = if a.callgrind_requests > 0 && have("valgrind") {
         let n = a.callgrind_requests;
         let mut per_request = Vec::new();
+        let mut dumps = Vec::new();
         for v in Variant::ALL {
-            let once = instructions(v, n).await;
-            let twice = instructions(v, 2 * n).await;
-            let per = (twice.saturating_sub(once)) as f64 / n as f64;
+            let (per, dump) = instructions(v, n).await;
             per_request.push(per);
+            dumps.push(dump);
         }
         println!(
-            "\ninstructions per proxied request (callgrind, nginx process, {n} vs {} requests):",
-            2 * n
+            "\ninstructions per proxied request (callgrind, nginx process, {n} requests \
+             after a warm-up; dumps: {}):",
+            dumps
+                .first()
+                .and_then(|d| d.parent())
+                .map_or(String::new(), |d| d.display().to_string())
         );
         let mut rows = Vec::new();
         for (v, per) in Variant::ALL.iter().zip(&per_request) {

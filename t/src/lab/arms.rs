@@ -266,23 +266,29 @@ arms! {
         ..STREAM
     },
     /// Stream, the module `on`: no no-live failure, every generation-busy
-    /// selection rescued.
+    /// selection rescued, and no other failure either: a session rescued
+    /// after trying dead primaries does not try them again (issue 14).
     StreamModuleOn => Row {
         name: "stream:module-on",
         build: Build::Module("on"),
         claims: &[
             Claim::TwoHop502(Cmp::Zero),
             Claim::OneHop502(Cmp::Zero),
+            Claim::EveryGetOk,
             Claim::RescuedIsBusy,
             Claim::NoLive { generation: Cmp::Zero, unavailable: Cmp::Zero, empty: Cmp::Zero },
         ],
         ..STREAM
     },
-    /// Stream, the patched nginx: no no-live failure.
+    /// Stream, the patched nginx: no no-live failure, and no other.
     StreamPatched => Row {
         name: "stream:patched",
         build: Build::Patched,
-        claims: &[Claim::TwoHop502(Cmp::Zero), Claim::OneHop502(Cmp::Zero)],
+        claims: &[
+            Claim::TwoHop502(Cmp::Zero),
+            Claim::OneHop502(Cmp::Zero),
+            Claim::EveryGetOk,
+        ],
         ..STREAM
     },
 }

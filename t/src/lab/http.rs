@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 
 use super::{
-    module_status, open_loop, summarise, Arm, ArmResult, Baseline, Observed, Options, Outcome,
-    Posts,
+    module_status, open_loop, summarise, Arm, ArmResult, Arrivals, Baseline, Observed, Options,
+    Outcome, Posts,
 };
 use crate::backend::{Backend, ADDR_A, ADDR_B};
 use crate::dns::DnsServer;
@@ -51,7 +51,7 @@ pub(super) async fn run(
     } else {
         u64::MAX
     };
-    let (start_wall, sent) = open_loop(opts, &nginx, progress, |i| {
+    let (start_wall, sent) = open_loop(opts, &nginx, Arrivals::Even, progress, |i| {
         let client = client.clone();
         let post = i % post_every == post_every - 1;
         async move {

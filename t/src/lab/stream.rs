@@ -10,8 +10,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::{
-    module_status, open_loop, summarise, Arm, ArmResult, Baseline, Observed, Options, Outcome,
-    Posts,
+    module_status, open_loop, summarise, Arm, ArmResult, Arrivals, Baseline, Observed, Options,
+    Outcome, Posts,
 };
 use crate::accesslog::{parse_upstream_addr, Entry};
 use crate::dns::DnsServer;
@@ -48,21 +48,22 @@ pub(super) async fn run(
         dns.set(NAME, schedule);
     }
 
-    let (start_wall, outcomes) = open_loop(opts, &nginx, progress, |i| async move {
-        let payload = format!("session {i}\n").into_bytes();
-        let t0 = Instant::now();
-        let s = Session::open(addr, payload.clone()).await;
-        let reply = s.reply(Duration::from_secs(10)).await;
-        let ok = reply
-            .as_ref()
-            .is_ok_and(|r| r.split().is_some_and(|(_, echoed)| echoed == &payload[..]));
-        Outcome {
-            ok,
-            retryable: true,
-            latency: t0.elapsed(),
-        }
-    })
-    .await;
+    let (start_wall, outcomes) =
+        open_loop(opts, &nginx, Arrivals::Seeded, progress, |i| async move {
+            let payload = format!("session {i}\n").into_bytes();
+            let t0 = Instant::now();
+            let s = Session::open(addr, payload.clone()).await;
+            let reply = s.reply(Duration::from_secs(10)).await;
+            let ok = reply
+                .as_ref()
+                .is_ok_and(|r| r.split().is_some_and(|(_, echoed)| echoed == &payload[..]));
+            Outcome {
+                ok,
+                retryable: true,
+                latency: t0.elapsed(),
+            }
+        })
+        .await;
 
     let status = module_status(arm, &client, "stream").await;
     let logged = logged_sessions(&nginx, outcomes.len(), start_wall).await;

@@ -49,6 +49,7 @@ fn the_public_names_are_pinned() {
             "nginx_generation_retry_busy_total",
             "nginx_generation_retry_resnapshots_total",
             "nginx_generation_retry_excluded_total",
+            "nginx_generation_retry_retried_total",
             "nginx_generation_retry_rescued_total",
             "nginx_generation_retry_failed_total",
             "nginx_generation_retry_no_live_total",
@@ -67,6 +68,7 @@ fn the_public_names_are_pinned() {
             "busy.retry",
             "resnapshots",
             "excluded",
+            "retried",
             "rescued",
             "failed",
             "no_live.generation",
@@ -127,7 +129,7 @@ fn prometheus_has_one_help_and_type_per_metric_and_well_formed_samples() {
         "nginx_generation_retry_busy_total{upstream=\"be\",protocol=\"http\",phase=\"retry\"} 2\n"
     ));
     assert!(text.contains(
-        "nginx_generation_retry_no_live_total{upstream=\"be\",protocol=\"http\",cause=\"empty\"} 9\n"
+        "nginx_generation_retry_no_live_total{upstream=\"be\",protocol=\"http\",cause=\"empty\"} 10\n"
     ));
     assert!(text
         .contains("nginx_generation_retry_generation{upstream=\"other\",protocol=\"stream\"} 6\n"));
@@ -162,8 +164,8 @@ fn json_shape_is_the_public_one() {
     assert_eq!(
         json,
         "{\"upstreams\":[{\"upstream\":\"be\",\"protocol\":\"http\",\"mode\":\"on\",\"busy\":{\"first\":1,\"retry\":2},\
-         \"resnapshots\":3,\"excluded\":4,\"rescued\":5,\"failed\":6,\
-         \"no_live\":{\"generation\":7,\"unavailable\":8,\"empty\":9},\
+         \"resnapshots\":3,\"excluded\":4,\"retried\":5,\"rescued\":6,\"failed\":7,\
+         \"no_live\":{\"generation\":8,\"unavailable\":9,\"empty\":10},\
          \"generation\":6,\"peers\":1}]}\n"
     );
     assert_eq!(escape_json("a\"\\\n\u{1}"), "a\\\"\\\\\\n\\u0001");

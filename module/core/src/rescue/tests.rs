@@ -36,8 +36,6 @@ struct Fake {
     /// The last selection gave a tried peer, not yet handed back.
     holding_tried: bool,
     releases: u32,
-    /// `tried_before` was asked while no tried peer was held.
-    asked_untried: u32,
 }
 
 impl Fake {
@@ -53,7 +51,6 @@ impl Fake {
             reinit_calls: 0,
             holding_tried: false,
             releases: 0,
-            asked_untried: 0,
         }
     }
 }
@@ -474,6 +471,7 @@ fn a_single_peer_list_is_not_excluded() {
     let (_, d) = run(&mut f, ON, 1);
     assert!(matches!(d.outcome, Outcome::Rescued { .. }), "{d:?}");
     assert_eq!((d.tally.0[Counter::Excluded as usize], f.releases), (0, 0));
+    assert_eq!(d.tally.0[Counter::Retried as usize], 1, "said out loud");
     f.holding_tried = false;
 
     let mut f = Fake::new(&[Step::Tried], &[]);
