@@ -277,6 +277,9 @@ pub struct StreamSpec {
     pub pre: String,
     /// Parameters added to the primary's `server` line (`max_fails=0`).
     pub primary: String,
+    /// Peers each upstream holds once resolved (2: the primary and the
+    /// backup; more when `pre` adds servers).
+    pub peers: u64,
     /// Lines at the end of each upstream.
     pub extra: String,
     /// Lines at http level (beside the status server).
@@ -291,6 +294,7 @@ impl StreamSpec {
             top: String::new(),
             pre: String::new(),
             primary: String::new(),
+            peers: 2,
             extra: String::new(),
             http_extra: String::new(),
         }
@@ -377,7 +381,7 @@ impl StreamLab {
             // both peers.
             for i in 0..spec.slots {
                 let name = format!("{UPSTREAM}{i}");
-                crate::scenario::wait_peers(&http, "stream", &name, 2).await;
+                crate::scenario::wait_peers(&http, "stream", &name, spec.peers).await;
             }
         }
         StreamLab {
@@ -393,7 +397,8 @@ impl StreamLab {
         }
     }
 
-    fn addr(&self, slot: usize) -> SocketAddr {
+    /// The listener of upstream `slot`.
+    pub fn addr(&self, slot: usize) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports[slot]))
     }
 

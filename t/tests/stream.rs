@@ -4,7 +4,12 @@
 use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::patched_rescue_line;
-use generation_retry_t::stream::{StreamLab, StreamRace, StreamSpec, HOLE};
+use std::time::{Duration, Instant};
+
+use generation_retry_t::dns::Answer;
+use generation_retry_t::stream::{
+    BlackHole, Session, StreamLab, StreamRace, StreamSpec, HOLE, NAME, NEW,
+};
 
 /// `$upstream_addr` of a race that failed over: the black hole, then `rest`.
 fn addr_after_hole(lab: &StreamLab, rest: &str) -> String {
@@ -264,6 +269,82 @@ async fn a_primary_tried_before_the_change_is_not_tried_again() {
             } else {
                 assert_patch_line(&race);
             }
+        }
+        lab.finish();
+    }
+}
+
+/// Handing a tried peer back must not revive it. Two dead primaries
+/// (`fail_timeout=1s`) and the backup name: the session fails at the first
+/// (closed), hangs at the second while the name moves, and more than
+/// `fail_timeout` after the first failure the second is closed too. The
+/// retry re-snapshots; round-robin picks the first primary again for a
+/// check after `fail_timeout` (marking it checked now); it was tried, so it
+/// is handed back. Handed back as unused (`free` with 0) round-robin would
+/// take the check as passed and clear its failures: the next session would
+/// go to the dead primary first. Handed back as failed, as the session's
+/// own attempt there failed, it stays out: the next session goes straight
+/// to the backup. For the module and the patched nginx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_primary_handed_back_stays_dead() {
+    for flavor in [Flavor::with_module(), Flavor::patched()] {
+        let module = flavor.module.is_some();
+        // The first server of the list: a fresh round-robin state with equal
+        // weights picks it first.
+        let mut first = BlackHole::start().await;
+        let mut spec = StreamSpec::new(flavor, 1);
+        spec.pre = format!(
+            "server {HOLE}:{} max_conns=1 fail_timeout=1s;",
+            first.port()
+        );
+        spec.primary = "fail_timeout=1s".into();
+        spec.peers = 3;
+        if module {
+            spec.top = "generation_retry_resnapshot on;".into();
+        }
+        let mut lab = StreamLab::start(spec).await;
+        let addr = lab.addr(0);
+        let session = Session::open(addr, b"first".to_vec()).await;
+        // The session hangs at `first`; closed, it is refused there and
+        // moves on to the second primary, where it hangs.
+        let failed_first = Instant::now();
+        first.close();
+        let since = Instant::now();
+        lab.dns.set_a(NAME, NEW);
+        lab.dns
+            .wait_answered(NAME, &Answer::A(vec![NEW]), since, Duration::from_secs(10))
+            .await
+            .unwrap();
+        // A round trip through the worker: it has applied the answer.
+        lab.http.get("/applied").await;
+        // `first` becomes due for a check once its fail_timeout has passed
+        // in nginx's whole seconds (`now - checked > 1`): 2 s and a margin.
+        tokio::time::sleep_until((failed_first + Duration::from_millis(2200)).into()).await;
+        lab.hole.close();
+        let reply = session.reply(Duration::from_secs(10)).await.unwrap();
+        assert_eq!(
+            reply.split(),
+            Some((NEW, &b"first"[..])),
+            "the session was not rescued to the backup: {reply:?}\n{}",
+            lab.nginx.error_log()
+        );
+
+        let next = Session::open(addr, b"next".to_vec()).await;
+        let reply = next.reply(Duration::from_secs(10)).await.unwrap();
+        let entry = lab.stream_entry(addr.port(), reply.port).await;
+        assert_eq!(
+            entry.upstream_addr,
+            format!("{NEW}:{}", lab.backend.port()),
+            "the next session went to a dead primary first: {entry:?}\n{}",
+            lab.nginx.error_log()
+        );
+        if module {
+            let s = lab.status("stream", "be0").await;
+            assert_eq!(
+                (s.count(Counter::Rescued), s.count(Counter::Excluded)),
+                (1, 1),
+                "{s}"
+            );
         }
         lab.finish();
     }

@@ -103,6 +103,7 @@ const OLD_WORKER: (&str, &str) = (
     "zone",
     "an_old_worker_still_running_keeps_its_upstreams_counters",
 );
+const DEAD_STAYS_DEAD: (&str, &str) = ("stream", "a_dead_primary_handed_back_stays_dead");
 const STREAM_HISTORY: (&str, &str) = (
     "stream",
     "a_primary_tried_before_the_change_is_not_tried_again",
@@ -220,6 +221,16 @@ pub const MUTANTS: &[Mutant] = &[
     ),
     not_counted!("busy-retry-not-counted", "BusyRetry", &[RESCUES, OBSERVES]),
     not_counted!("resnapshots-not-counted", "Resnapshots", &[RESCUES]),
+    not_counted!(
+        "excluded-not-counted",
+        "Excluded",
+        &[("history", "round_robin"), STREAM_HISTORY]
+    ),
+    not_counted!(
+        "retried-not-counted",
+        "Retried",
+        &[("history", "a_single_peer_is_retried_and_counted")]
+    ),
     not_counted!(
         "rescued-not-counted",
         "Rescued",
@@ -378,6 +389,24 @@ pub const MUTANTS: &[Mutant] = &[
         find: "        head.history.record(unsafe { &*pc });\n",
         replace: "        let _ = unsafe { &*pc };\n",
         tests: &[("history", "least_conn"), STREAM_HISTORY],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "hand-back-revives",
+        file: LIVE,
+        find: "        self.inner.free(self.pc, state);\n",
+        replace: "        self.inner.free(self.pc, state & 0);\n",
+        tests: &[DEAD_STAYS_DEAD],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "stream-patch-hand-back-revives",
+        file: STREAM_HISTORY_PATCH,
+        find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
+        replace: "+        pc->free(pc, data, t->state & 0);\n",
+        tests: &[DEAD_STAYS_DEAD],
         core: false,
         whole_suite: false,
     },

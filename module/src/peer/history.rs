@@ -12,14 +12,16 @@ use core::mem;
 use core::ptr;
 
 use ngx::ffi::{
-    ngx_cmp_sockaddr, ngx_palloc, ngx_peer_connection_t, ngx_pool_t, ngx_sockaddr_t, socklen_t,
-    NGX_OK,
+    ngx_cmp_sockaddr, ngx_palloc, ngx_peer_connection_t, ngx_pool_t, ngx_sockaddr_t, ngx_uint_t,
+    socklen_t, NGX_OK, NGX_PEER_FAILED,
 };
 
-/// One tried address, in the request pool.
+/// One tried address, in the request pool, with how its attempts were
+/// freed (`NGX_PEER_FAILED`, `NGX_PEER_NEXT`, or both over several).
 #[repr(C)]
 struct Tried {
     next: *mut Tried,
+    state: ngx_uint_t,
     socklen: socklen_t,
     sockaddr: ngx_sockaddr_t,
 }
@@ -50,13 +52,13 @@ impl History {
         })
     }
 
-    /// Whether `pc`'s current address (`pc->sockaddr`) was tried: compared
-    /// as nginx compares peer addresses, port included.
-    pub(super) fn holds(&self, pc: &ngx_peer_connection_t) -> bool {
+    /// The record of `pc`'s current address (`pc->sockaddr`), if it was
+    /// tried: compared as nginx compares peer addresses, port included.
+    fn find(&self, pc: &ngx_peer_connection_t) -> Option<&Tried> {
         if self.head.is_null() || pc.sockaddr.is_null() {
-            return false;
+            return None;
         }
-        self.iter().any(|t| {
+        self.iter().find(|t| {
             let tried = ptr::addr_of!(t.sockaddr) as *mut _;
             // SAFETY: both are valid addresses of their stated lengths:
             // pc's set by the balancer's get, ours copied by `record`.
@@ -66,18 +68,43 @@ impl History {
         })
     }
 
+    /// Whether `pc`'s current address was tried.
+    pub(super) fn holds(&self, pc: &ngx_peer_connection_t) -> bool {
+        self.find(pc).is_some()
+    }
+
+    /// The state to hand `pc`'s current peer back to its balancer with,
+    /// unused: `NGX_PEER_FAILED` if an attempt of this request at its
+    /// address failed, else 0. Round-robin's `free` with 0 clears a peer's
+    /// failures when its get has just picked it for a trial after
+    /// `fail_timeout`: handing a dead peer back that way would revive it
+    /// untried, and send every request after this one to it until one
+    /// fails. The request's own failure at that address says otherwise,
+    /// so it is repeated (the peer's failures may then count this request
+    /// twice; with `max_fails=0` nothing counts them).
+    pub(super) fn hand_back_state(&self, pc: &ngx_peer_connection_t) -> ngx_uint_t {
+        match self.find(pc) {
+            Some(t) => t.state & NGX_PEER_FAILED as ngx_uint_t,
+            None => 0,
+        }
+    }
+
     /// Records `pc`'s current address, once. Out of line: only a failed
     /// attempt gets here. A pool allocation failure loses the record, not
     /// the request: the address may then be tried again, as without the
     /// module.
     #[cold]
     #[inline(never)]
-    pub(super) fn record(&mut self, pc: &ngx_peer_connection_t) {
+    pub(super) fn record(&mut self, pc: &ngx_peer_connection_t, state: ngx_uint_t) {
         let len = pc.socklen as usize;
         if pc.sockaddr.is_null() || len == 0 || len > mem::size_of::<ngx_sockaddr_t>() {
             return;
         }
-        if self.holds(pc) {
+        if let Some(t) = self.find(pc) {
+            let t = ptr::from_ref(t).cast_mut();
+            // SAFETY: a node of this list, in the request pool; no other
+            // reference to it is alive (`find`'s borrow ended).
+            unsafe { (*t).state |= state };
             return;
         }
         // SAFETY: the request's live pool.
@@ -91,6 +118,7 @@ impl History {
         unsafe {
             node.write(Tried {
                 next: self.head,
+                state,
                 socklen: pc.socklen,
                 sockaddr: mem::zeroed(),
             });

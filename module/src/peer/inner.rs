@@ -110,17 +110,13 @@ unsafe extern "C" fn free_peer(
     let head = unsafe { head(data) };
     // SAFETY: the live peer connection nginx passed, read before the inner
     // free runs.
-    let (log, failed) = unsafe {
-        (
-            (*pc).log,
-            state & (NGX_PEER_FAILED | NGX_PEER_NEXT) as ngx_uint_t != 0,
-        )
-    };
+    let log = unsafe { (*pc).log };
     // Under every debug mask: this callback does not know its protocol.
     ngx_log_debug!(log, "generation_retry: free peer, state {state}");
-    if failed {
+    let passed_over = state & (NGX_PEER_FAILED | NGX_PEER_NEXT) as ngx_uint_t;
+    if passed_over != 0 {
         // SAFETY: as above; no other reference to *pc is alive here.
-        head.history.record(unsafe { &*pc });
+        head.history.record(unsafe { &*pc }, passed_over);
     }
     head.inner.free(pc, state);
 }

@@ -128,19 +128,23 @@ impl<P: Proto> Balancer for Live<'_, P> {
         self.history.holds(unsafe { &*self.pc })
     }
 
-    /// The inner `free` with state 0, as for an attempt that was never
-    /// made: round-robin (and every balancer built on it) keeps the peer
-    /// marked tried and gives back its connection count. A cached
-    /// connection keepalive gave (`NGX_DONE`) is taken out of `pc` first,
-    /// so keepalive does not cache it under a request it never served,
-    /// and closed.
+    /// The inner `free`, as for an attempt that was never made: round-robin
+    /// (and every balancer built on it) keeps the peer marked tried and
+    /// gives back its connection count. The state is `NGX_PEER_FAILED`
+    /// when this request's attempt at the address failed, else 0 (see
+    /// `History::hand_back_state`: 0 would revive a dead peer untried). A
+    /// cached connection keepalive gave (`NGX_DONE`) is taken out of `pc`
+    /// first, so keepalive does not cache it under a request it never
+    /// served, and closed.
     fn release(&mut self) {
+        // SAFETY: as in `tries`.
+        let state = self.history.hand_back_state(unsafe { &*self.pc });
         // SAFETY: as in `tries`.
         let cached = unsafe { ptr::replace(&mut (*self.pc).connection, ptr::null_mut()) };
         trace!(
             P,
             self.log(),
-            "{}address already tried by this request, handed back{}",
+            "{}address already tried by this request, handed back (state {state}){}",
             log::MARKER,
             if cached.is_null() {
                 ""
@@ -148,7 +152,7 @@ impl<P: Proto> Balancer for Live<'_, P> {
                 " (cached connection closed)"
             }
         );
-        self.inner.free(self.pc, 0);
+        self.inner.free(self.pc, state);
         if !cached.is_null() {
             // SAFETY: keepalive's get detached this idle connection from
             // its cache and gave it to this request alone.
