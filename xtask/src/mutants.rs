@@ -386,8 +386,8 @@ pub const MUTANTS: &[Mutant] = &[
     Mutant {
         name: "history-not-recorded",
         file: INNER,
-        find: "        head.history.record(unsafe { &*pc });\n",
-        replace: "        let _ = unsafe { &*pc };\n",
+        find: "        head.history.record(unsafe { &*pc }, passed_over);\n",
+        replace: "        let _ = (unsafe { &*pc }, passed_over);\n",
         tests: &[("history", "least_conn"), STREAM_HISTORY],
         core: false,
         whole_suite: false,
