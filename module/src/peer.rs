@@ -18,7 +18,8 @@
 //!   request's remaining tries;
 //! - history kept: the fresh state's tried bitmap is empty, so a peer it
 //!   gives whose address the request tried before is handed back through
-//!   the balancer's own `free` (no failure) and the balancer asked again;
+//!   the balancer's own `free` (as failed if the request failed there)
+//!   and the balancer asked again;
 //!   a cached keepalive connection it gave is closed, as nginx closes one
 //!   it will not use;
 //! - bounded: at most `max` re-snapshots per selection;
@@ -31,7 +32,7 @@ mod inner;
 mod live;
 
 use core::ffi::c_void;
-use core::mem;
+use core::{mem, ptr};
 
 use generation_retry_core::directive::Resnapshot;
 use generation_retry_core::log;
@@ -276,6 +277,10 @@ fn settle<P: Proto>(
             code
         }
         Outcome::Failed { cause, why } => {
+            // As a balancer's refusal names it: `$upstream_addr` and nginx's
+            // `no live upstreams` show the upstream, not the last peer
+            // handed back.
+            pc.name = ptr::from_ref(P::host(uscf)).cast_mut();
             ngx_log_error!(
                 NGX_LOG_ERR,
                 log,

@@ -301,12 +301,17 @@ async fn sent_non_idempotent_requests_are_not_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn resnapshot_keeps_next_upstream_tries() {
     for tries in [2, 3] {
-        let spec = Spec::two_peers(
+        // `max_conns=1` on every peer: a peer freed twice after the refusal
+        // would have its connection count wrap and be skipped for good.
+        let mut spec = Spec::two_peers(
             Flavor::with_module(),
             "",
-            &format!("server 127.0.0.3:${{BPORT}} max_fails=0; {ON}"),
+            &format!("server 127.0.0.3:${{BPORT}} max_fails=0 max_conns=1; {ON}"),
         )
         .location_extra(&format!("proxy_next_upstream_tries {tries};"));
+        spec.servers = "server app.test:${BPORT} resolve max_fails=0 max_conns=1;\n        \
+                        server 127.0.0.4:${BPORT} max_fails=0 max_conns=1;"
+            .into();
         let mut lab = Lab::start_spec(spec).await;
         // Every attempt after the held one fails too.
         let race = lab.race_once_then(0, |backend| backend.fail_next(10)).await;
@@ -334,6 +339,22 @@ async fn resnapshot_keeps_next_upstream_tries() {
             );
             assert!(s.count(Counter::Excluded) >= 1, "tries 3: {s}");
         }
+        // Every peer still takes its share: none was freed twice (one freed
+        // twice would have its connection count wrap past `max_conns`).
+        // Three peers, sequential requests: 127.0.0.3 twice per round
+        // (the name and the static peer), 127.0.0.4 once.
+        lab.backend.fail_next(0);
+        let mut answered = std::collections::HashMap::new();
+        for i in 0..12 {
+            let r = lab.client.get(&format!("/after/{i}")).await;
+            assert_eq!(r.status(), 200, "tries {tries}: {r:?}");
+            *answered.entry(r.body.clone()).or_insert(0) += 1;
+        }
+        let n = |ip: &str| answered.get(&format!("{ip}\n")).copied().unwrap_or(0);
+        assert!(
+            n("127.0.0.3") >= 7 && n("127.0.0.4") >= 3,
+            "tries {tries}: a peer is skipped after the race: {answered:?}"
+        );
         lab.finish();
     }
 }

@@ -402,6 +402,15 @@ pub const MUTANTS: &[Mutant] = &[
         whole_suite: false,
     },
     Mutant {
+        name: "hand-back-leaves-sockaddr",
+        file: LIVE,
+        find: "        unsafe { (*self.pc).sockaddr = ptr::null_mut() };\n",
+        replace: "        let _ = unsafe { (*self.pc).sockaddr };\n",
+        tests: &[TRIES],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
         name: "stream-patch-hand-back-revives",
         file: STREAM_HISTORY_PATCH,
         find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",

@@ -84,7 +84,8 @@ pub trait Balancer {
     /// already tried: an earlier attempt of it was freed as failed.
     fn tried_before(&self) -> bool;
     /// Hands the peer the last `select` gave back unused: the balancer's
-    /// own `free` with no failure, which leaves the peer marked tried in
+    /// own `free` (as failed if this request failed at its address, so a
+    /// dead peer is not revived untried), which leaves the peer marked tried in
     /// the balancer's state; a cached connection it gave is closed. The
     /// rule restores the tries `free` took.
     fn release(&mut self);

@@ -44,33 +44,35 @@ impl History {
         }
     }
 
-    fn iter(&self) -> impl Iterator<Item = &Tried> {
-        // SAFETY: every node was written whole by `record` into the request
-        // pool, which outlives the request's balancer state and this list.
-        core::iter::successors(unsafe { self.head.as_ref() }, |t| unsafe {
-            t.next.as_ref()
-        })
-    }
-
     /// The record of `pc`'s current address (`pc->sockaddr`), if it was
     /// tried: compared as nginx compares peer addresses, port included.
-    fn find(&self, pc: &ngx_peer_connection_t) -> Option<&Tried> {
-        if self.head.is_null() || pc.sockaddr.is_null() {
-            return None;
+    /// Raw, so that `record` may update it.
+    fn find(&self, pc: &ngx_peer_connection_t) -> *mut Tried {
+        if pc.sockaddr.is_null() {
+            return ptr::null_mut();
         }
-        self.iter().find(|t| {
-            let tried = ptr::addr_of!(t.sockaddr) as *mut _;
+        let mut t = self.head;
+        while !t.is_null() {
+            // SAFETY: every node was written whole by `record` into the
+            // request pool, which outlives this list; nothing else holds a
+            // reference to it.
+            let (socklen, next) = unsafe { ((*t).socklen, (*t).next) };
+            let tried = unsafe { ptr::addr_of_mut!((*t).sockaddr) } as *mut _;
             // SAFETY: both are valid addresses of their stated lengths:
             // pc's set by the balancer's get, ours copied by `record`.
             // ngx_cmp_sockaddr only reads them.
-            let rc = unsafe { ngx_cmp_sockaddr(pc.sockaddr, pc.socklen, tried, t.socklen, 1) };
-            rc == NGX_OK as _
-        })
+            let rc = unsafe { ngx_cmp_sockaddr(pc.sockaddr, pc.socklen, tried, socklen, 1) };
+            if rc == NGX_OK as _ {
+                return t;
+            }
+            t = next;
+        }
+        ptr::null_mut()
     }
 
     /// Whether `pc`'s current address was tried.
     pub(super) fn holds(&self, pc: &ngx_peer_connection_t) -> bool {
-        self.find(pc).is_some()
+        !self.find(pc).is_null()
     }
 
     /// The state to hand `pc`'s current peer back to its balancer with,
@@ -83,10 +85,12 @@ impl History {
     /// so it is repeated (the peer's failures may then count this request
     /// twice; with `max_fails=0` nothing counts them).
     pub(super) fn hand_back_state(&self, pc: &ngx_peer_connection_t) -> ngx_uint_t {
-        match self.find(pc) {
-            Some(t) => t.state & NGX_PEER_FAILED as ngx_uint_t,
-            None => 0,
+        let t = self.find(pc);
+        if t.is_null() {
+            return 0;
         }
+        // SAFETY: a node of this list (see `find`).
+        unsafe { (*t).state & NGX_PEER_FAILED as ngx_uint_t }
     }
 
     /// Records `pc`'s current address, once. Out of line: only a failed
@@ -100,10 +104,9 @@ impl History {
         if pc.sockaddr.is_null() || len == 0 || len > mem::size_of::<ngx_sockaddr_t>() {
             return;
         }
-        if let Some(t) = self.find(pc) {
-            let t = ptr::from_ref(t).cast_mut();
-            // SAFETY: a node of this list, in the request pool; no other
-            // reference to it is alive (`find`'s borrow ended).
+        let t = self.find(pc);
+        if !t.is_null() {
+            // SAFETY: a node of this list (see `find`).
             unsafe { (*t).state |= state };
             return;
         }

@@ -153,6 +153,10 @@ impl<P: Proto> Balancer for Live<'_, P> {
             }
         );
         self.inner.free(self.pc, state);
+        // SAFETY: as in `tries`. Freed: as ngx_http_upstream_next does, no
+        // address is left for nginx to free again if no other peer is
+        // selected (the selection then ends in NGX_BUSY).
+        unsafe { (*self.pc).sockaddr = ptr::null_mut() };
         if !cached.is_null() {
             // SAFETY: keepalive's get detached this idle connection from
             // its cache and gave it to this request alone.
