@@ -56,8 +56,13 @@ impl History {
             // SAFETY: every node was written whole by `record` into the
             // request pool, which outlives this list; nothing else holds a
             // reference to it.
-            let (socklen, next) = unsafe { ((*t).socklen, (*t).next) };
-            let tried = unsafe { ptr::addr_of_mut!((*t).sockaddr) } as *mut _;
+            let (socklen, next, tried) = unsafe {
+                (
+                    (*t).socklen,
+                    (*t).next,
+                    ptr::addr_of_mut!((*t).sockaddr) as *mut _,
+                )
+            };
             // SAFETY: both are valid addresses of their stated lengths:
             // pc's set by the balancer's get, ours copied by `record`.
             // ngx_cmp_sockaddr only reads them.
