@@ -1,0 +1,255 @@
+//! The two outputs: a report for people (a table per upstream and family
+//! with one example's evidence, the unparseable-line counts, a verdict) and
+//! JSON for scripts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::{json, Map, Value};
+
+use crate::classify::{Family, Incident};
+use crate::collect::{clip, LogKind};
+use crate::timefmt::format_offset;
+use crate::Analysis;
+
+/// Counts and first/last incident of one upstream and family.
+struct Row<'a> {
+    count: usize,
+    first: &'a Incident,
+    last: &'a Incident,
+}
+
+/// Per upstream, per family.
+fn table(incidents: &[Incident]) -> BTreeMap<&str, BTreeMap<Family, Row<'_>>> {
+    let mut out: BTreeMap<&str, BTreeMap<Family, Row<'_>>> = BTreeMap::new();
+    for i in incidents {
+        out.entry(i.upstream.as_str())
+            .or_default()
+            .entry(i.family)
+            .and_modify(|r| {
+                r.count += 1;
+                if i.time_ms < r.first.time_ms {
+                    r.first = i;
+                }
+                if i.time_ms >= r.last.time_ms {
+                    r.last = i;
+                }
+            })
+            .or_insert(Row {
+                count: 1,
+                first: i,
+                last: i,
+            });
+    }
+    out
+}
+
+/// The verdict line.
+pub fn verdict(incidents: &[Incident]) -> String {
+    let total = incidents.len();
+    let count = |f: Family| incidents.iter().filter(|i| i.family == f).count();
+    let two = count(Family::GenerationRetry);
+    let one = count(Family::GenerationFirst);
+    if two + one == 0 {
+        format!("none of {total} 502/504s are the generation race.")
+    } else {
+        format!(
+            "{} of {total} 502/504s are the generation race (2-hop {two}, 1-hop {one}); \
+             the module generation_retry, or nginx-src-patches, removes them.",
+            two + one
+        )
+    }
+}
+
+fn addresses(list: &[String]) -> String {
+    if list.is_empty() {
+        "(none)".to_string()
+    } else {
+        list.join(" ")
+    }
+}
+
+/// The report for people.
+pub fn human(analysis: &Analysis) -> String {
+    let data = &analysis.data;
+    let incidents = &analysis.incidents;
+    let mut out = String::new();
+    let from_errors = incidents.iter().filter(|i| i.access.is_none()).count();
+    let _ = writeln!(
+        out,
+        "generation-retry-diagnose: {} 502/504s ({} in the access log, {} from the error \
+         log alone); window {} ms around each",
+        incidents.len(),
+        incidents.len() - from_errors,
+        from_errors,
+        data.options.window_ms
+    );
+    for (upstream, rows) in table(incidents) {
+        let _ = writeln!(out, "\nupstream {upstream}");
+        let _ = writeln!(
+            out,
+            "  {:<18} {:>6}  {:<28}  last",
+            "family", "count", "first"
+        );
+        for (family, row) in &rows {
+            let _ = writeln!(
+                out,
+                "  {:<18} {:>6}  {:<28}  {}",
+                family.name(),
+                row.count,
+                row.first.time_text,
+                row.last.time_text
+            );
+        }
+        for (family, row) in &rows {
+            let i = row.first;
+            let _ = writeln!(out, "  example of {}: {}", family.name(), i.reason);
+            if let Some(f) = i.access.and_then(|a| data.failures.get(a)) {
+                let _ = writeln!(out, "    access:  {}", clip(&f.line, 400));
+            }
+            for e in i.own_errors.iter().filter_map(|e| data.errors.get(*e)) {
+                let _ = writeln!(out, "    error:   {}", clip(&e.line, 400));
+            }
+            for e in i.nearby.iter().filter_map(|e| data.errors.get(*e)) {
+                let _ = writeln!(out, "    nearby:  {}", clip(&e.line, 400));
+            }
+            let _ = writeln!(
+                out,
+                "    addresses: {} -> {}",
+                addresses(&i.before),
+                addresses(&i.after)
+            );
+        }
+    }
+    let _ = writeln!(out, "\nunparseable lines:");
+    for f in &data.files {
+        let kind = match f.kind {
+            LogKind::Access => "access",
+            LogKind::Error => "error",
+        };
+        let _ = write!(out, "  {} ({kind}): {} of {}", f.name, f.unparsed, f.lines);
+        if let Some((n, text)) = &f.first_unparsed {
+            let _ = write!(out, ", first (line {n}): {text}");
+        }
+        out.push('\n');
+    }
+    if data.module_lines > 0 {
+        let _ = writeln!(
+            out,
+            "ignored {} line(s) of the module generation_retry (not needed here)",
+            data.module_lines
+        );
+    }
+    for note in notes(analysis) {
+        let _ = writeln!(out, "note: {note}");
+    }
+    let _ = writeln!(out, "\n{}", verdict(incidents));
+    out
+}
+
+/// Caveats about the inputs that weaken the diagnosis.
+fn notes(analysis: &Analysis) -> Vec<String> {
+    let data = &analysis.data;
+    let mut notes = Vec::new();
+    let has = |k: LogKind| data.files.iter().any(|f| f.kind == k);
+    if !has(LogKind::Access) {
+        notes.push(
+            "no access log: without it no address timeline exists and address changes \
+             cannot be seen; give --access-log"
+                .to_string(),
+        );
+    } else if data.access_entries == 0 {
+        notes.push(
+            "no access line matched --log-format: is it the format the log was written with?"
+                .into(),
+        );
+    }
+    if has(LogKind::Error) {
+        let offset = data.options.error_offset_s;
+        let others: Vec<String> = data
+            .access_offsets
+            .iter()
+            .filter(|o| **o != offset)
+            .map(|o| format_offset(*o))
+            .collect();
+        if !others.is_empty() {
+            notes.push(format!(
+                "access-log times are in {} but error-log times are read as {}; if nginx \
+                 wrote both in the same zone, pass --error-log-utc-offset {}",
+                others.join(", "),
+                format_offset(offset),
+                others[0]
+            ));
+        }
+        if has(LogKind::Access) && !data.has_connection {
+            notes.push(
+                "the access format has no $connection: error lines are joined to access \
+                 lines by request line and client, or by time"
+                    .into(),
+            );
+        }
+    }
+    notes
+}
+
+/// The JSON output.
+pub fn json(analysis: &Analysis) -> Value {
+    let incidents: Vec<Value> = analysis
+        .incidents
+        .iter()
+        .map(|i| {
+            json!({
+                "time": i.time_text,
+                "request": i.request,
+                "upstream": i.upstream,
+                "upstream_addr": i.upstream_addr,
+                "status": i.status,
+                "family": i.family.name(),
+            })
+        })
+        .collect();
+    let counts = |list: &mut dyn Iterator<Item = &Incident>| {
+        let mut by: BTreeMap<Family, usize> = Family::ALL.iter().map(|f| (*f, 0)).collect();
+        for i in list {
+            *by.entry(i.family).or_default() += 1;
+        }
+        Value::Object(
+            by.into_iter()
+                .map(|(f, n)| (f.name().to_string(), json!(n)))
+                .collect::<Map<String, Value>>(),
+        )
+    };
+    let mut by_upstream = Map::new();
+    for u in analysis
+        .incidents
+        .iter()
+        .map(|i| i.upstream.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        by_upstream.insert(
+            u.to_string(),
+            counts(&mut analysis.incidents.iter().filter(|i| i.upstream == u)),
+        );
+    }
+    let unparsed = |k: LogKind| -> u64 {
+        analysis
+            .data
+            .files
+            .iter()
+            .filter(|f| f.kind == k)
+            .map(|f| f.unparsed)
+            .sum()
+    };
+    json!({
+        "incidents": incidents,
+        "summary": {
+            "total": analysis.incidents.len(),
+            "by_family": counts(&mut analysis.incidents.iter()),
+            "by_upstream": Value::Object(by_upstream),
+            "unparsed": {
+                "access": unparsed(LogKind::Access),
+                "error": unparsed(LogKind::Error),
+            },
+        },
+    })
+}

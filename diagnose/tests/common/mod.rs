@@ -1,0 +1,169 @@
+//! Builders for small synthetic logs whose timestamps the tests control,
+//! and a scratch directory for file-based tests.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use generation_retry_diagnose::access::AccessParser;
+use generation_retry_diagnose::collect::{Collector, LogKind, Options};
+use generation_retry_diagnose::{analyze, Analysis};
+
+/// 2026-12-01T07:00:00Z in milliseconds.
+pub const T0: i64 = 1_796_108_400_000;
+
+/// An access format with everything the joins can use.
+pub const FORMAT: &str =
+    r#"$remote_addr - - [$time_local] "$request" $status "$upstream_addr" $msec $connection"#;
+
+/// The same without `$connection`.
+pub const FORMAT_NO_CONN: &str =
+    r#"$remote_addr - - [$time_local] "$request" $status "$upstream_addr" $msec"#;
+
+/// Only what is required.
+pub const FORMAT_BARE: &str = r#"$msec $status "$upstream_addr""#;
+
+pub const A: &str = "10.0.0.1:80";
+pub const B: &str = "10.0.0.2:80";
+
+/// `ms` after [`T0`] as `$msec`.
+pub fn msec(ms: i64) -> String {
+    let t = T0 + ms;
+    format!("{}.{:03}", t / 1_000, t % 1_000)
+}
+
+/// `ms` after [`T0`] (under a minute) as the error log's time.
+pub fn error_time(ms: i64) -> String {
+    assert!((0..60_000).contains(&ms), "helper covers one minute");
+    format!("2026/12/01 07:00:{:02}", ms / 1_000)
+}
+
+/// `ms` after [`T0`] (under a minute) as `$time_local`.
+pub fn time_local(ms: i64) -> String {
+    assert!((0..60_000).contains(&ms), "helper covers one minute");
+    format!("01/Dec/2026:07:00:{:02} +0000", ms / 1_000)
+}
+
+/// Two logs built line by line.
+#[derive(Default)]
+pub struct Logs {
+    pub access: Vec<String>,
+    pub error: Vec<String>,
+}
+
+impl Logs {
+    pub fn new() -> Logs {
+        Logs::default()
+    }
+
+    /// An access line in [`FORMAT`] (or the others: see [`Logs::render`]).
+    pub fn access(&mut self, ms: i64, status: u16, upstream_addr: &str, path: &str, conn: u64) {
+        self.access.push(format!(
+            "10.9.9.9 - - [{}] \"GET {path} HTTP/1.1\" {status} \"{upstream_addr}\" {} {conn}",
+            time_local(ms),
+            msec(ms)
+        ));
+    }
+
+    /// A 200 served by `addr`.
+    pub fn ok(&mut self, ms: i64, addr: &str) {
+        self.access(ms, 200, addr, "/ok", 1_000 + ms as u64);
+    }
+
+    /// An error line with http context.
+    pub fn error(
+        &mut self,
+        ms: i64,
+        level: &str,
+        conn: u64,
+        message: &str,
+        path: &str,
+        upstream: &str,
+    ) {
+        self.error.push(format!(
+            "{} [{level}] 11#11: *{conn} {message}, client: 10.9.9.9, server: , request: \"GET {path} HTTP/1.1\", upstream: \"http://{upstream}{path}\", host: \"example.com\"",
+            error_time(ms)
+        ));
+    }
+
+    /// `no live upstreams` for upstream `be`.
+    pub fn no_live(&mut self, ms: i64, conn: u64, path: &str) {
+        self.error(
+            ms,
+            "error",
+            conn,
+            "no live upstreams while connecting to upstream",
+            path,
+            "be",
+        );
+    }
+
+    /// A context-free error line.
+    pub fn raw_error(&mut self, ms: i64, level: &str, message: &str) {
+        self.error
+            .push(format!("{} [{level}] 11#11: {message}", error_time(ms)));
+    }
+
+    /// The access lines rendered in another format: [`FORMAT_NO_CONN`]
+    /// drops the trailing `$connection`, [`FORMAT_BARE`] keeps
+    /// `$msec $status "$upstream_addr"`.
+    pub fn render(&self, format: &str) -> Vec<String> {
+        self.access
+            .iter()
+            .map(|l| {
+                let (rest, _conn) = l.rsplit_once(' ').expect("built line");
+                match format {
+                    FORMAT => l.clone(),
+                    FORMAT_NO_CONN => rest.to_string(),
+                    FORMAT_BARE => {
+                        let (head, ms) = rest.rsplit_once(' ').expect("built line");
+                        let q = head.find("\" ").expect("request end") + 2;
+                        let fields = &head[q..];
+                        format!("{ms} {fields}")
+                    }
+                    other => panic!("no rendering for {other}"),
+                }
+            })
+            .collect()
+    }
+
+    /// Runs the collector and classifier over both logs.
+    pub fn analyze_with(&self, format: &str, window_ms: i64) -> Analysis {
+        let parser = AccessParser::new(format).expect("valid format");
+        let mut c = Collector::new(
+            Some(parser),
+            Options {
+                window_ms,
+                error_offset_s: 0,
+            },
+        );
+        let a = c.start_file("access.log", LogKind::Access);
+        for l in self.render(format) {
+            c.line(a, l.as_bytes());
+        }
+        let e = c.start_file("error.log", LogKind::Error);
+        for l in &self.error {
+            c.line(e, l.as_bytes());
+        }
+        let analysis = analyze(c.finish());
+        for f in &analysis.data.files {
+            assert_eq!(f.unparsed, 0, "{}: {:?}", f.name, f.first_unparsed);
+        }
+        analysis
+    }
+
+    pub fn analyze(&self) -> Analysis {
+        self.analyze_with(FORMAT, 2_000)
+    }
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "generation-retry-diagnose-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
