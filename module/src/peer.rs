@@ -179,6 +179,14 @@ unsafe extern "C" fn get_peer<P: Proto>(
     let first = pd.state.begin();
     // SAFETY: the inner get with its own data, as peer.init installed them.
     let rc = unsafe { get(pc, inner.data) };
+    // SAFETY: the live peer connection nginx passed. (Compiled out without
+    // `--with-debug`.)
+    trace!(
+        P,
+        unsafe { (*pc).log },
+        "{}inner get peer: {rc}",
+        log::MARKER
+    );
     let given = live::selection(rc);
     if pd.state.stands(given) {
         return rc;

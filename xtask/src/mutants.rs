@@ -104,6 +104,14 @@ const OLD_WORKER: (&str, &str) = (
     "an_old_worker_still_running_keeps_its_upstreams_counters",
 );
 const DEAD_STAYS_DEAD: (&str, &str) = ("stream", "a_dead_primary_handed_back_stays_dead");
+const PATCHED_DEAD_STAYS_DEAD: (&str, &str) = (
+    "stream",
+    "patched_nginx_keeps_a_handed_back_dead_primary_dead",
+);
+const PATCHED_STREAM_HISTORY: (&str, &str) = (
+    "stream",
+    "patched_nginx_does_not_try_a_primary_tried_before_the_change",
+);
 const STREAM_HISTORY: (&str, &str) = (
     "stream",
     "a_primary_tried_before_the_change_is_not_tried_again",
@@ -415,7 +423,7 @@ pub const MUTANTS: &[Mutant] = &[
         file: STREAM_HISTORY_PATCH,
         find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
         replace: "+        pc->free(pc, data, t->state & 0);\n",
-        tests: &[DEAD_STAYS_DEAD],
+        tests: &[PATCHED_DEAD_STAYS_DEAD],
         core: false,
         whole_suite: false,
     },
@@ -436,7 +444,7 @@ pub const MUTANTS: &[Mutant] = &[
         file: STREAM_HISTORY_PATCH,
         find: "+        u->peer.get = ngx_stream_proxy_get_untried_peer;\n",
         replace: "+        (void) ngx_stream_proxy_get_untried_peer;\n",
-        tests: &[STREAM_HISTORY],
+        tests: &[PATCHED_STREAM_HISTORY],
         core: false,
         whole_suite: false,
     },
