@@ -179,14 +179,10 @@ unsafe extern "C" fn get_peer<P: Proto>(
     let first = pd.state.begin();
     // SAFETY: the inner get with its own data, as peer.init installed them.
     let rc = unsafe { get(pc, inner.data) };
-    // SAFETY: the live peer connection nginx passed. (Compiled out without
-    // `--with-debug`.)
-    trace!(
-        P,
-        unsafe { (*pc).log },
-        "{}inner get peer: {rc}",
-        log::MARKER
-    );
+    // Compiled out without `--with-debug`.
+    // SAFETY: the live peer connection nginx passed.
+    let log_ptr = unsafe { (*pc).log };
+    trace!(P, log_ptr, "{}inner get peer: {rc}", log::MARKER);
     let given = live::selection(rc);
     if pd.state.stands(given) {
         return rc;
