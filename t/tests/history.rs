@@ -129,7 +129,7 @@ async fn post_row(row: Row, fix: Fix) -> Result<u64, String> {
     // The POST's first attempt must be held at ADDR_C; a hashing balancer
     // may put a path on the other peer: try the next path then.
     let mut attempt = None;
-    for i in 0..8 {
+    for i in 0..24 {
         let hold = lab.backend.arm_hold_any();
         let client = lab.client.clone();
         let path = format!("/order/{i}");
@@ -241,7 +241,11 @@ async fn post_row(row: Row, fix: Fix) -> Result<u64, String> {
 /// Every row of a balancer, concurrently. With the module, the rows
 /// together must have handed back at least one peer: the fresh snapshot
 /// prefers the tried peer 20 to 1 (always, in the backup row), so a run
-/// where it never did would not have tested the history at all.
+/// where it never did would not have tested the history at all. Not for
+/// `random two`: it draws two peers (the weights bias the draws) and takes
+/// the one with fewer connections, and with none open either way the tried
+/// peer comes first about half the time; its rows still assert that the
+/// POST reached each address once.
 async fn run(balancer: &'static str, fix: Fix) {
     let rows = rows(balancer, fix);
     let expected = rows.len();
@@ -261,7 +265,7 @@ async fn run(balancer: &'static str, fix: Fix) {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert_eq!(passed, expected);
-    if fix == Fix::Module {
+    if fix == Fix::Module && !balancer.starts_with("random two") {
         assert!(excluded > 0, "no row handed a tried peer back");
     }
 }
