@@ -455,7 +455,7 @@ impl<'a> Classifier<'a> {
             window_before
                 .clone()
                 .find_map(|ei| match &self.data.errors[ei].error.kind {
-                    Kind::Resolver { name } if self.resolver_concerns(name, u) => {
+                    Kind::Resolver { name, .. } if self.resolver_concerns(name, u) => {
                         Some(name.clone())
                     }
                     _ => None,
@@ -545,7 +545,7 @@ impl<'a> Classifier<'a> {
             .filter(|ei| {
                 let kept = &self.data.errors[*ei];
                 match (&kept.error.kind, u) {
-                    (Kind::Resolver { name }, Some(u)) => self.resolver_concerns(name, u),
+                    (Kind::Resolver { name, .. }, Some(u)) => self.resolver_concerns(name, u),
                     (Kind::Disabled | Kind::PeerError, Some(u)) => self.concerns(kept, u),
                     (Kind::Resolver { .. } | Kind::Disabled | Kind::PeerError, None) => true,
                     _ => false,

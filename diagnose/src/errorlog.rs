@@ -15,8 +15,13 @@ use crate::timefmt;
 pub enum Kind {
     /// `no live upstreams`: a refused selection.
     NoLive,
-    /// `NAME could not be resolved (...)`: a resolver failure for `name`.
-    Resolver { name: String },
+    /// `NAME could not be resolved (N: ...)`: a resolver failure for
+    /// `name`. `nxdomain` when N is 3 (`Host not found`) for the name
+    /// itself: only then does nginx empty the name's peer list; other
+    /// failures (2: Server failure, 110: Operation timed out, ...) keep the
+    /// old addresses, and so does one SRV target failing (`... while
+    /// resolving service S of NAME`, whose name here is NAME).
+    Resolver { name: String, nxdomain: bool },
     /// `upstream server temporarily disabled`: a peer reached max_fails.
     Disabled,
     /// A failed attempt at a peer (connect, read, timeout, reset, close).
@@ -33,14 +38,41 @@ pub const MODULE_MARKER: &str = "generation_retry: ";
 const NO_LIVE: &str = "no live upstreams";
 const RESOLVE_FAILED: &str = " could not be resolved (";
 const DISABLED: &str = "upstream server temporarily disabled";
-const PEER_ERRORS: [&str; 6] = [
-    "while connecting to upstream",
-    "while reading response header from upstream",
-    "upstream prematurely closed",
-    "upstream timed out",
-    "connect() failed",
-    "recv() failed",
+/// The connection's log actions (` while ACTION`) during which a failure
+/// makes nginx try the next peer (`ngx_http_upstream_next`) and count it
+/// against the peer: ngx_http_upstream.c and ngx_stream_proxy_module.c set
+/// these before connecting, handshaking, sending the request and reading
+/// the header. Failures `while reading upstream` (the body) or `while
+/// sending to client` do not.
+const PEER_ACTIONS: [&str; 4] = [
+    " while connecting to upstream",
+    " while SSL handshaking to upstream",
+    " while sending request to upstream",
+    " while reading response header from upstream",
 ];
+/// Messages of a failed attempt at a peer, for lines without an action:
+/// ngx_event_connect.c (`connect() to ADDR failed`), ngx_http_upstream.c
+/// (`connect() failed`, `kevent() reported that connect() failed`,
+/// `upstream prematurely closed connection`, `upstream timed out`,
+/// `upstream sent ...`) and the os/unix I/O calls through
+/// `ngx_connection_error` (recv, readv, send, writev, sendfile).
+const PEER_ERRORS: [&str; 12] = [
+    "connect() to ",
+    "connect() failed",
+    "kevent() reported that connect() failed",
+    "upstream prematurely closed connection",
+    "upstream timed out",
+    "upstream sent ",
+    "recv() failed",
+    "readv() failed",
+    "send() failed",
+    "writev() failed",
+    "sendfile() failed",
+    "SSL_do_handshake() failed",
+];
+/// Levels nginx writes peer failures with: `error` for the common errnos,
+/// `crit` (connect) and `alert` (`ngx_connection_error`) for the others.
+const PEER_LEVELS: [&str; 4] = ["error", "warn", "crit", "alert"];
 
 /// One parsed error-log line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,9 +136,13 @@ pub fn parse_line(line: &str, offset_s: i32) -> Option<ErrorLine> {
     let pairs = context_start
         .map(|i| parse_context(&message[i..]))
         .unwrap_or_default();
+    // A key given twice (a message that itself holds `, upstream: "..."`,
+    // or modules adding context) counts by its last value: nginx's own
+    // context comes last.
     let value = |key: &str| {
         pairs
             .iter()
+            .rev()
             .find(|(k, _)| *k == key)
             .map(|(_, v)| v.to_string())
     };
@@ -141,15 +177,43 @@ fn classify(level: &str, message: &str, head: &str) -> Kind {
     } else if let Some(i) = head.find(RESOLVE_FAILED) {
         let before = head[..i].trim();
         let name = before.rsplit(' ').next().unwrap_or(before);
-        Kind::Resolver {
-            name: name.trim_matches('"').to_string(),
+        let code = head[i + RESOLVE_FAILED.len()..].split(':').next();
+        // `T could not be resolved (3: ...) while resolving service S of
+        // NAME`: one SRV target of NAME failed; NAME keeps its peers.
+        let target = message[head.len()..].find(SRV_TARGET).map(|j| {
+            let of = &message[head.len() + j + SRV_TARGET.len()..];
+            let name = of.split_once(" of ").map_or("", |(_, n)| n);
+            name.split([',', ' ']).next().unwrap_or("")
+        });
+        match target {
+            Some(owner) if !owner.is_empty() => Kind::Resolver {
+                name: owner.trim_matches('"').to_string(),
+                nxdomain: false,
+            },
+            _ => Kind::Resolver {
+                name: name.trim_matches('"').to_string(),
+                nxdomain: code == Some("3"),
+            },
         }
     } else if message.starts_with(DISABLED) {
         Kind::Disabled
-    } else if matches!(level, "error" | "warn") && PEER_ERRORS.iter().any(|p| message.contains(p)) {
+    } else if PEER_LEVELS.contains(&level) && is_peer_error(message, head) {
         Kind::PeerError
     } else {
         Kind::Other
+    }
+}
+
+const SRV_TARGET: &str = " while resolving service ";
+
+/// Whether a message is a failed attempt at a peer: by its action if it
+/// has one, else by its wording.
+fn is_peer_error(message: &str, head: &str) -> bool {
+    let action = &message[head.len()..];
+    if action.starts_with(" while ") {
+        PEER_ACTIONS.iter().any(|a| action.starts_with(a))
+    } else {
+        PEER_ERRORS.iter().any(|p| head.starts_with(p))
     }
 }
 
@@ -184,7 +248,9 @@ fn is_key_byte(b: u8) -> bool {
     b.is_ascii_lowercase() || b == b' ' || b == b'/' || b == b'_'
 }
 
-/// The index of the `"` that closes a quoted context value.
+/// The index of the `"` that closes a quoted context value. Linear in the
+/// length of `s`: the key test after each `"` reads only key bytes, and a
+/// run of key bytes ends at the next `"` at the latest.
 fn quoted_end(s: &str) -> Option<usize> {
     let mut from = 0;
     while let Some(i) = s[from..].find('"') {
@@ -198,15 +264,22 @@ fn quoted_end(s: &str) -> Option<usize> {
     None
 }
 
-/// Whether `s` is `, key:...`.
+#[cfg(test)]
+thread_local! {
+    /// Bytes [`starts_with_key`] has read, to check the scan is linear.
+    static KEY_SCAN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether `s` is `, key:...`: reads `, `, then key bytes up to the first
+/// other byte, which must be `:`.
 fn starts_with_key(s: &str) -> bool {
     let Some(rest) = s.strip_prefix(", ") else {
         return false;
     };
-    match rest.find(':') {
-        Some(colon) => colon > 0 && rest.as_bytes()[..colon].iter().all(|b| is_key_byte(*b)),
-        None => false,
-    }
+    let key = rest.bytes().take_while(|b| is_key_byte(*b)).count();
+    #[cfg(test)]
+    KEY_SCAN.with(|c| c.set(c.get() + key + 1));
+    key > 0 && rest.as_bytes().get(key) == Some(&b':')
 }
 
 /// The host part of an `upstream: "..."` value: `http://be/p` gives `be`,
@@ -282,7 +355,8 @@ mod tests {
         assert_eq!(
             l.kind,
             Kind::Resolver {
-                name: "be.example.com".into()
+                name: "be.example.com".into(),
+                nxdomain: true
             }
         );
         assert_eq!(
@@ -361,5 +435,89 @@ mod tests {
             "unix:/run/a.sock"
         );
         assert_eq!(upstream_host("127.0.0.2:9000"), "127.0.0.2:9000");
+    }
+
+    fn kind(message: &str) -> Option<Kind> {
+        parse_line(&format!("2026/12/01 07:00:00 [error] 11#11: {message}"), 0).map(|l| l.kind)
+    }
+
+    #[test]
+    fn resolver_codes_and_srv_targets() {
+        let resolver = |name: &str, nxdomain| {
+            Some(Kind::Resolver {
+                name: name.into(),
+                nxdomain,
+            })
+        };
+        assert_eq!(
+            kind("be.example.com could not be resolved (2: Server failure)"),
+            resolver("be.example.com", false)
+        );
+        assert_eq!(
+            kind("be.example.com could not be resolved (110: Operation timed out)"),
+            resolver("be.example.com", false)
+        );
+        assert_eq!(
+            kind("service http of be.example.com could not be resolved (3: Host not found)"),
+            resolver("be.example.com", true)
+        );
+        assert_eq!(
+            kind("t1.example.com could not be resolved (3: Host not found) while resolving service http of be.example.com"),
+            resolver("be.example.com", false)
+        );
+    }
+
+    #[test]
+    fn peer_errors_follow_nginx_wording() {
+        for m in [
+            "connect() to 10.0.0.1:80 failed (111: Connection refused) while connecting to upstream, client: 1.1.1.1",
+            "send() failed (32: Broken pipe) while sending request to upstream, client: 1.1.1.1",
+            "writev() failed (104: Connection reset by peer) while sending request to upstream, client: 1.1.1.1",
+            "upstream sent invalid header while reading response header from upstream, client: 1.1.1.1",
+            "SSL_do_handshake() failed (SSL: error) while SSL handshaking to upstream, client: 1.1.1.1",
+            "upstream timed out (110: Connection timed out) while connecting to upstream",
+            "send() failed (104: Connection reset by peer)",
+            "writev() failed (32: Broken pipe)",
+        ] {
+            assert_eq!(kind(m), Some(Kind::PeerError), "{m}");
+        }
+        let crit = "2026/12/01 07:00:00 [crit] 11#11: *1 connect() to 10.0.0.1:80 failed (13: Permission denied) while connecting to upstream";
+        assert_eq!(parse_line(crit, 0).map(|l| l.kind), Some(Kind::PeerError));
+        // A body read failing does not count against the peer.
+        for m in [
+            "upstream timed out (110: Connection timed out) while reading upstream, client: 1.1.1.1",
+            "writev() failed (32: Broken pipe) while sending to client, client: 1.1.1.1",
+            "open() \"/x\" failed (2: No such file or directory)",
+        ] {
+            assert_eq!(kind(m), Some(Kind::Other), "{m}");
+        }
+    }
+
+    #[test]
+    fn the_last_upstream_key_counts() {
+        let line = r#"2026/12/01 07:00:00 [error] 11#11: *3 upstream sent "x", upstream: "http://10.0.0.9:80/" while reading response header from upstream, client: 1.1.1.1, server: , request: "GET / HTTP/1.1", upstream: "http://10.0.0.1:80/", host: "h""#;
+        let l = parse_line(line, 0).expect("parses");
+        assert_eq!(l.upstream.as_deref(), Some("http://10.0.0.1:80/"));
+    }
+
+    #[test]
+    fn quoted_value_scan_is_linear() {
+        // A request holding thousands of `", x` pieces without a colon:
+        // each `"` is a candidate end, and the old key test searched the
+        // whole rest of the line for a `:` after every one of them.
+        let piece = "\", abcdefghij";
+        let line = format!(
+            "2026/12/01 07:00:00 [error] 11#11: *3 no live upstreams, client: 1.1.1.1, request: \"GET /{} HTTP/1.1\", upstream: \"http://be/\"",
+            piece.repeat(4_000)
+        );
+        KEY_SCAN.with(|c| c.set(0));
+        let l = parse_line(&line, 0).expect("parses");
+        assert_eq!(l.upstream.as_deref(), Some("http://be/"));
+        let scanned = KEY_SCAN.with(|c| c.get());
+        assert!(
+            scanned <= 2 * line.len(),
+            "{scanned} bytes scanned for a {}-byte line",
+            line.len()
+        );
     }
 }

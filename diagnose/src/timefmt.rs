@@ -210,6 +210,82 @@ pub fn parse_error_time(s: &str, offset_s: i32) -> Option<i64> {
     Some(civil.to_ms()? - i64::from(offset_s) * 1_000)
 }
 
+/// The proleptic Gregorian date of a day count from 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`): (year, month, day).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The civil fields of `ms` shifted by `offset_s` east of UTC.
+fn civil_of(ms: i64, offset_s: i32) -> Civil {
+    let secs = ms.div_euclid(1_000) + i64::from(offset_s);
+    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+    let tod = secs.rem_euclid(86_400);
+    Civil {
+        year,
+        month,
+        day,
+        hour: (tod / 3_600) as u32,
+        minute: (tod % 3_600 / 60) as u32,
+        second: (tod % 60) as u32,
+    }
+}
+
+/// `$msec` as nginx writes it: seconds, a dot, three digits.
+pub fn format_msec(ms: i64) -> String {
+    format!("{}.{:03}", ms.div_euclid(1_000), ms.rem_euclid(1_000))
+}
+
+/// `$time_local` as nginx writes it, in the zone `offset_s`.
+pub fn format_time_local(ms: i64, offset_s: i32) -> String {
+    let c = civil_of(ms, offset_s);
+    let month = MONTHS.get(c.month as usize - 1).copied().unwrap_or("???");
+    format!(
+        "{:02}/{month}/{:04}:{:02}:{:02}:{:02} {}",
+        c.day,
+        c.year,
+        c.hour,
+        c.minute,
+        c.second,
+        format_offset(offset_s)
+    )
+}
+
+/// `$time_iso8601` as nginx writes it, in the zone `offset_s`.
+pub fn format_iso8601(ms: i64, offset_s: i32) -> String {
+    let c = civil_of(ms, offset_s);
+    let off = format_offset(offset_s);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{}:{}",
+        c.year,
+        c.month,
+        c.day,
+        c.hour,
+        c.minute,
+        c.second,
+        &off[..3],
+        &off[3..]
+    )
+}
+
+/// The error log's time stamp for `ms` in the zone `offset_s`.
+pub fn format_error_time(ms: i64, offset_s: i32) -> String {
+    let c = civil_of(ms, offset_s);
+    format!(
+        "{:04}/{:02}/{:02} {:02}:{:02}:{:02}",
+        c.year, c.month, c.day, c.hour, c.minute, c.second
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,5 +359,28 @@ mod tests {
         assert_eq!(parse_utc_offset("+2400"), None);
         assert_eq!(format_offset(-28_800), "-0800");
         assert_eq!(format_offset(19_800), "+0530");
+    }
+
+    #[test]
+    fn formatting_round_trips() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(11_017), (2000, 3, 1));
+        for days in [-800_000, -1, 0, 59, 11_016, 20_788, 2_000_000] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        let t = DEC1_0700 + 1_250;
+        assert_eq!(format_msec(t), "1796108401.250");
+        assert_eq!(parse_msec(&format_msec(t)), Some(t));
+        let local = format_time_local(t, -18_000);
+        assert_eq!(local, "01/Dec/2026:02:00:01 -0500");
+        assert_eq!(parse_time_local(&local), Some((DEC1_0700 + 1_000, -18_000)));
+        let iso = format_iso8601(t, 19_800);
+        assert_eq!(iso, "2026-12-01T12:30:01+05:30");
+        assert_eq!(parse_iso8601(&iso), Some((DEC1_0700 + 1_000, 19_800)));
+        let e = format_error_time(t, 3_600);
+        assert_eq!(e, "2026/12/01 08:00:01");
+        assert_eq!(parse_error_time(&e, 3_600), Some(DEC1_0700 + 1_000));
     }
 }
