@@ -29,7 +29,7 @@ mod stream;
 
 pub use arms::{Arm, Build, Dns, Protocol, Row};
 pub use claims::{Claim, Cmp};
-pub use report::{render_csv, render_svg, render_table, ArmResult};
+pub use report::{render_csv, render_svg, render_table, ArmResult, Logs};
 
 /// The knobs of a lab run.
 #[derive(Clone, Debug)]
@@ -240,6 +240,7 @@ struct Observed {
     /// The module's status object of the upstream.
     status: Option<Value>,
     posts: Posts,
+    logs: Logs,
 }
 
 /// One arm's [`ArmResult`], from what it observed.
@@ -316,6 +317,7 @@ fn summarise(arm: Arm, o: Observed) -> ArmResult {
             .filter(|s| *s >= 0.0)
             .collect(),
         failure_times: no_live.iter().map(|e| e.msec - o.start_wall).collect(),
+        logs: o.logs,
     }
 }
 

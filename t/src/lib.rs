@@ -9,6 +9,7 @@ pub mod dns;
 pub mod errorlog;
 pub mod gdb;
 pub mod lab;
+pub mod labels;
 pub mod load;
 pub mod memcheck;
 pub mod metrics;

@@ -312,9 +312,12 @@ impl Nginx {
     }
 
     pub fn access_log(&self) -> Vec<Entry> {
-        accesslog::parse(
-            &fs::read_to_string(self.prefix.join("logs/access.log")).unwrap_or_default(),
-        )
+        accesslog::parse(&self.access_log_text())
+    }
+
+    /// The access log as written.
+    pub fn access_log_text(&self) -> String {
+        fs::read_to_string(self.prefix.join("logs/access.log")).unwrap_or_default()
     }
 
     /// The access log entry for `path` (the tests give each request its own).

@@ -1,15 +1,19 @@
 //! The lab, short, as assertions: every arm of the lab's table runs under
 //! open-loop load with its faults and must show its row's claims and the
 //! generic ones of its kind (`lab::Claim`, the same check `cargo xtask lab`
-//! makes). The first test is the headline: stock shows 2-hop 502s, the
+//! makes). On the stock and module-off arms' logs,
+//! `generation-retry-diagnose` must also place at least 99% of each
+//! family's 502s right (`labels::score`). The first test is the headline: stock shows 2-hop 502s, the
 //! module in `on` none, in `off` it counts exactly what stock-style nginx
 //! let fail, the patched nginx none, and no POST ever runs twice. The
 //! others run every other arm, so an arm added to the table is asserted
-//! here too.
+//! here too (but for the arms that make labelled logs, which
+//! `t/tests/diagnose.rs` runs and asserts).
 
 use std::time::{Duration, Instant};
 
 use generation_retry_t::lab::{render_table, run_arm, Arm, Options, Protocol};
+use generation_retry_t::labels::{score, Truth};
 
 /// The headline arms.
 const HEADLINE: &[Arm] = &[Arm::Stock, Arm::ModuleOff, Arm::ModuleOn, Arm::Patched];
@@ -37,6 +41,11 @@ async fn run_seeded(what: &str, arms: &[Arm], opts: Options) {
     for a in arms {
         let r = run_arm(*a, &opts, |_| {}).await;
         failed.extend(a.check(&r, &opts));
+        if let Some(truth) = truth(*a) {
+            let s = score(&r, truth);
+            eprintln!("generation-retry-diagnose on {}", s.line());
+            failed.extend(s.failures(0.99));
+        }
         results.push(r);
     }
     eprintln!(
@@ -52,12 +61,25 @@ async fn run_seeded(what: &str, arms: &[Arm], opts: Options) {
     );
 }
 
-/// The arms of `protocol` not in [`HEADLINE`], in table order.
+/// Where the true family of `arm`'s 502s comes from, for the arms whose
+/// logs `generation-retry-diagnose` is scored on here (the others with
+/// labels are in `diagnose.rs`): stock by its configuration, module-off
+/// by the module's lines.
+fn truth(arm: Arm) -> Option<Truth> {
+    match arm {
+        Arm::Stock => Some(Truth::ByConstruction),
+        Arm::ModuleOff => Some(Truth::ModuleLines),
+        _ => None,
+    }
+}
+
+/// The arms of `protocol` not in [`HEADLINE`] and not making labelled
+/// logs, in table order.
 fn others(protocol: Protocol) -> Vec<Arm> {
     Arm::ALL
         .iter()
         .copied()
-        .filter(|a| !HEADLINE.contains(a) && a.row().protocol == protocol)
+        .filter(|a| !HEADLINE.contains(a) && !a.labels() && a.row().protocol == protocol)
         .collect()
 }
 

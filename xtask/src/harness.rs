@@ -23,6 +23,7 @@ pub const MATRIX_TESTS: &[&str] = &[
     "directive",
     "module_behaviour",
     "mid_selection",
+    "diagnose",
 ];
 
 /// The matrix's shorter runs: 5 scripted races per test instead of 10 or

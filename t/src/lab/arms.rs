@@ -79,10 +79,18 @@ pub struct Row {
     pub server_params: &'static str,
     /// A line added to `upstream be` after its `server` lines (HTTP).
     pub upstream_line: &'static str,
+    /// A line added to the proxying location (HTTP).
+    pub location_line: &'static str,
     /// The `error_page 502 = @retry_once` workaround (HTTP).
     pub retry_once: bool,
     /// Whether `--quick` runs it.
     pub quick: bool,
+    /// Whether it makes labelled logs for `generation-retry-diagnose`'s
+    /// accuracy test (`t/tests/diagnose.rs`), which runs it and checks its
+    /// claims, instead of `t/tests/statistical.rs`. Such an arm runs the
+    /// module in observe mode (`off`): nginx fails exactly as stock does,
+    /// and the module logs the cause of every `no live upstreams`.
+    pub labels: bool,
     /// What a run of it must show besides the generic claims of its kind
     /// (see `claims.rs`); a claim about a figure a generic claim covers
     /// replaces that one.
@@ -98,8 +106,10 @@ const HTTP: Row = Row {
     reclaim: true,
     server_params: "",
     upstream_line: "",
+    location_line: "",
     retry_once: false,
     quick: false,
+    labels: false,
     claims: &[],
 };
 
@@ -257,6 +267,55 @@ arms! {
         }],
         ..HTTP
     },
+    /// Labelled logs: the two-record flapping in observe mode. Its
+    /// no-live 502s mix the wipe-out's (`unavailable`) with the race's
+    /// (`generation`, as the set changes at every re-resolve).
+    ObserveTwoRecords => Row {
+        name: "observe:two-records",
+        build: Build::Module("off"),
+        dns: Dns::TwoRecords,
+        labels: true,
+        claims: &[Claim::NoLive {
+            generation: Cmp::Any,
+            unavailable: Cmp::Positive,
+            empty: Cmp::Zero,
+        }],
+        ..HTTP
+    },
+    /// Labelled logs: NXDOMAIN in observe mode: `empty` 502s beside the
+    /// race's.
+    ObserveNxDomain => Row {
+        name: "observe:nxdomain",
+        build: Build::Module("off"),
+        dns: Dns::NxDomain,
+        labels: true,
+        claims: &[Claim::NoLive {
+            generation: Cmp::Any,
+            unavailable: Cmp::Zero,
+            empty: Cmp::Positive,
+        }],
+        ..HTTP
+    },
+    /// Labelled logs: plain connect failures, family `other`. A second
+    /// peer refuses every connection (nothing listens on 127.0.0.9:1;
+    /// neither peer is ever marked down) and
+    /// `proxy_next_upstream off` answers each failed attempt, refused or
+    /// reclaimed, with a 502 of one address, while the name keeps
+    /// swapping: 502s near every address change that are not the race.
+    ObserveConnectRefused => Row {
+        name: "observe:connect-refused",
+        build: Build::Module("off"),
+        server_params: " max_fails=0",
+        upstream_line: "server 127.0.0.9:1 max_fails=0;",
+        location_line: "proxy_next_upstream off;",
+        labels: true,
+        claims: &[
+            Claim::TwoHop502(Cmp::Zero),
+            Claim::OneHop502(Cmp::Zero),
+            Claim::OtherErrors(Cmp::AtLeast(100)),
+        ],
+        ..HTTP
+    },
     /// Stream (TCP), stock: sessions through an upstream whose primary is
     /// a dead peer (connects time out) and whose backup re-resolves; a
     /// retry that meets a changed generation fails (2-hop).
@@ -310,6 +369,11 @@ impl Arm {
     /// Whether `--quick` runs the arm.
     pub fn quick(self) -> bool {
         self.row().quick
+    }
+
+    /// Whether the arm makes labelled logs (see [`Row::labels`]).
+    pub fn labels(self) -> bool {
+        self.row().labels
     }
 
     /// `generation_retry_resnapshot`'s value, with the module.

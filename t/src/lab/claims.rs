@@ -44,6 +44,9 @@ pub enum Cmp {
     OnePerSwap,
     /// More than half of the run's requests.
     Majority,
+    /// Any number, none included: a figure the arm does not fix (a claim
+    /// about the others of the same group still holds).
+    Any,
 }
 
 impl Cmp {
@@ -55,6 +58,7 @@ impl Cmp {
             Cmp::AtLeast(n) => v >= n,
             Cmp::OnePerSwap => v >= r.swaps as u64,
             Cmp::Majority => 2 * v > r.requests as u64,
+            Cmp::Any => true,
         }
     }
 
@@ -66,6 +70,7 @@ impl Cmp {
             Cmp::AtLeast(n) => format!("at least {n}"),
             Cmp::OnePerSwap => format!("at least one per swap ({})", r.swaps),
             Cmp::Majority => format!("more than half of the {} requests", r.requests),
+            Cmp::Any => "any number".into(),
         }
     }
 }
@@ -112,6 +117,10 @@ pub enum Claim {
     /// Every request, GET and POST, got its answer, and every POST reached
     /// the backend.
     EveryRequestOk,
+    /// Failed requests that are not no-live 502s (a failed attempt
+    /// answered with a 502 of its own address); replaces the generic
+    /// [`Claim::FailedGetsAreNoLive`].
+    OtherErrors(Cmp),
     /// The module's `no_live` counters by cause.
     NoLive {
         generation: Cmp,
@@ -198,6 +207,11 @@ impl Claim {
                 }
                 _ => Some("busy, rescued, failed: no module status".into()),
             },
+            Claim::OtherErrors(c) => cmp(
+                "failed requests that are not no-live 502s",
+                c,
+                r.other_errors as u64,
+            ),
             Claim::TwoHop502(c) => cmp("2-hop 502s", c, r.two_hop_502 as u64),
             Claim::OneHop502(c) => cmp("1-hop 502s", c, r.one_hop_502 as u64),
             Claim::NoLiveSoonAfterSwap => {
@@ -286,7 +300,10 @@ impl Claim {
     /// Whether `other` is a claim about the same figure (so a row's claim
     /// replaces the generic one).
     fn same_figure(self, other: Claim) -> bool {
+        let failed_otherwise =
+            |c: Claim| matches!(c, Claim::FailedGetsAreNoLive | Claim::OtherErrors(_));
         std::mem::discriminant(&self) == std::mem::discriminant(&other)
+            || (failed_otherwise(self) && failed_otherwise(other))
     }
 }
 

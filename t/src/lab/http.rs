@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 
 use super::{
-    module_status, open_loop, summarise, Arm, ArmResult, Arrivals, Baseline, Observed, Options,
-    Outcome, Posts,
+    module_status, open_loop, summarise, Arm, ArmResult, Arrivals, Baseline, Logs, Observed,
+    Options, Outcome, Posts,
 };
 use crate::backend::{Backend, ADDR_A, ADDR_B};
 use crate::dns::DnsServer;
@@ -78,6 +78,10 @@ pub(super) async fn run(
     // The access log entries of the load, once every sent request is logged.
     let entries = nginx.access_entries("/lab/", sent.len()).await;
     let error_log = nginx.error_log();
+    let logs = Logs {
+        access: nginx.access_log_text(),
+        error: error_log.clone(),
+    };
     let swaps = dns.swaps(NAME);
     nginx.finish();
 
@@ -100,6 +104,7 @@ pub(super) async fn run(
             start_wall,
             status,
             posts: posts(&sent, &backend),
+            logs,
         },
     )
 }
@@ -134,10 +139,12 @@ fn pieces(arm: Arm) -> (String, String, String) {
     if let Some(v) = arm.resnapshot() {
         servers = format!("{servers}\n        generation_retry_resnapshot {v};");
     }
+    let location = format!("{KEEPALIVE_LOCATION} {}", row.location_line);
+    let location = location.trim_end();
     if row.retry_once {
         (
             servers,
-            format!("{KEEPALIVE_LOCATION} error_page 502 = @retry_once;"),
+            format!("{location} error_page 502 = @retry_once;"),
             format!(
                 "location @retry_once {{\n            \
                  if ($request_method !~ ^(GET|HEAD|OPTIONS)$) {{ return 502; }}\n            \
@@ -145,7 +152,7 @@ fn pieces(arm: Arm) -> (String, String, String) {
             ),
         )
     } else {
-        (servers, KEEPALIVE_LOCATION.to_string(), String::new())
+        (servers, location.to_string(), String::new())
     }
 }
 

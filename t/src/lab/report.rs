@@ -45,6 +45,28 @@ pub struct ArmResult {
     /// Seconds from the arm's start: swaps, and no-live 502s.
     pub swap_times: Vec<f64>,
     pub failure_times: Vec<f64>,
+    /// nginx's logs of the run, whole (HTTP arms; empty for stream).
+    pub logs: Logs,
+}
+
+/// An arm's nginx logs as written: the access log (in
+/// [`crate::accesslog::log_format`]) and the error log, readiness probes
+/// included. Debug-printed as their sizes.
+#[derive(Clone, Default)]
+pub struct Logs {
+    pub access: String,
+    pub error: String,
+}
+
+impl std::fmt::Debug for Logs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Logs {{ access: {} bytes, error: {} bytes }}",
+            self.access.len(),
+            self.error.len()
+        )
+    }
 }
 
 impl ArmResult {

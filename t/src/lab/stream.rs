@@ -10,8 +10,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::{
-    module_status, open_loop, summarise, Arm, ArmResult, Arrivals, Baseline, Observed, Options,
-    Outcome, Posts,
+    module_status, open_loop, summarise, Arm, ArmResult, Arrivals, Baseline, Logs, Observed,
+    Options, Outcome, Posts,
 };
 use crate::accesslog::{parse_upstream_addr, Entry};
 use crate::dns::DnsServer;
@@ -83,6 +83,7 @@ pub(super) async fn run(
             start_wall,
             status,
             posts: Posts::default(),
+            logs: Logs::default(),
         },
     )
 }

@@ -1,0 +1,285 @@
+//! `generation-retry-diagnose` held against ground truth: a lab arm's logs,
+//! labelled by the module, and the tool's verdict on the same logs with
+//! the module's lines taken out.
+//!
+//! The labels: an arm that runs the module in observe mode (`off`) fails
+//! exactly as stock nginx does, and the module writes one
+//! `generation_retry: upstream "be": cause=...` line before each of
+//! nginx's `no live upstreams`, in the request's context. So each 502 of
+//! the access log has a true family:
+//!
+//! - a `cause=generation` line: `generation-retry` when `$upstream_addr`
+//!   holds an address before the name, `generation-first` for the bare name;
+//! - `cause=unavailable`: `unavailable`; `cause=empty`: `empty`;
+//! - no line: `other` (an attempt that failed on its own).
+//!
+//! A stock arm has no module to label it; [`Truth::ByConstruction`] says
+//! what its configuration allows instead: one re-resolving peer of one
+//! address (never marked down: a single peer) whose name always resolves,
+//! so each no-live 502 is the generation's and each other 502 is `other`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::accesslog::{self, Entry, Hop, Shape};
+use crate::lab::ArmResult;
+
+/// The five families, as the tool names them.
+pub const FAMILIES: [&str; 5] = [
+    "generation-retry",
+    "generation-first",
+    "unavailable",
+    "empty",
+    "other",
+];
+
+/// Where the true family of each 502 comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Truth {
+    /// The module's `cause=` lines (an arm with the module loaded).
+    ModuleLines,
+    /// The arm's configuration (stock: see the module docs).
+    ByConstruction,
+}
+
+/// How the tool did on one arm's logs.
+#[derive(Clone, Debug, Default)]
+pub struct Score {
+    pub arm: String,
+    /// Per family, in [`FAMILIES`] order: (true members, placed right).
+    pub families: [(usize, usize); 5],
+    /// The first misplaced incidents: request, true family, the tool's.
+    pub misplaced: Vec<String>,
+    /// 502/504s of the access log, and incidents the tool reported.
+    pub errors_logged: usize,
+    pub incidents: usize,
+    /// 502s whose label could not be read (a no-live 502 with no `cause=`
+    /// line, or a `cause=` line with no 502): each makes the score void.
+    pub unlabelled: Vec<String>,
+    /// The tool's exit status and what it wrote to stderr.
+    pub status: i32,
+    pub stderr: String,
+}
+
+impl Score {
+    /// True members of `family`.
+    pub fn total(&self, family: &str) -> usize {
+        FAMILIES
+            .iter()
+            .position(|f| *f == family)
+            .map_or(0, |i| self.families[i].0)
+    }
+
+    /// What keeps the score from showing at least `min` (0.99) of every
+    /// family placed right, one sentence each; empty when nothing does.
+    pub fn failures(&self, min: f64) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.status != 0 {
+            out.push(format!(
+                "{}: the tool exited {}: {}",
+                self.arm, self.status, self.stderr
+            ));
+        }
+        if !self.unlabelled.is_empty() {
+            out.push(format!(
+                "{}: {} 502s without a label: {}",
+                self.arm,
+                self.unlabelled.len(),
+                self.unlabelled.join("; ")
+            ));
+        }
+        if self.incidents != self.errors_logged {
+            out.push(format!(
+                "{}: the access log has {} 502/504s, the tool reported {} incidents",
+                self.arm, self.errors_logged, self.incidents
+            ));
+        }
+        for (f, (total, right)) in FAMILIES.iter().zip(self.families) {
+            if total > 0 && (right as f64) < min * total as f64 {
+                out.push(format!(
+                    "{}: {f}: {right} of {total} placed right ({:.1}%, {:.0}% required)",
+                    self.arm,
+                    100.0 * right as f64 / total as f64,
+                    100.0 * min
+                ));
+            }
+        }
+        if !out.is_empty() && !self.misplaced.is_empty() {
+            out.push(format!(
+                "{}: misplaced (request: true -> tool): {}",
+                self.arm,
+                self.misplaced.join("; ")
+            ));
+        }
+        out
+    }
+
+    /// One line: the arm, and per family right/total.
+    pub fn line(&self) -> String {
+        let cells: Vec<String> = FAMILIES
+            .iter()
+            .zip(self.families)
+            .map(|(f, (t, r))| format!("{f} {r}/{t}"))
+            .collect();
+        format!("{}: {}", self.arm, cells.join(", "))
+    }
+}
+
+/// Runs the tool on `r`'s logs, the module's lines taken out of the error
+/// log, and scores its families against `truth`.
+pub fn score(r: &ArmResult, truth: Truth) -> Score {
+    let mut score = Score {
+        arm: r.arm.clone(),
+        ..Score::default()
+    };
+    let dir = scratch_dir(&r.arm);
+    let access = dir.join("access.log");
+    let error = dir.join("error.log");
+    let stripped: String = r
+        .logs
+        .error
+        .lines()
+        .filter(|l| !l.contains(MODULE_MARK))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&access, &r.logs.access).expect("write access.log");
+    std::fs::write(&error, stripped).expect("write error.log");
+    if std::env::var_os(KEEP).is_some() {
+        std::fs::write(dir.join("error.labelled.log"), &r.logs.error).expect("write the labels");
+    }
+    let module = truth == Truth::ModuleLines;
+    let args: Vec<OsString> = vec![
+        "--access-log".into(),
+        access.into(),
+        "--error-log".into(),
+        error.into(),
+        "--log-format".into(),
+        accesslog::log_format(module).into(),
+        "--json".into(),
+    ];
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    score.status = generation_retry_diagnose::run(&args, &mut out, &mut err);
+    score.stderr = String::from_utf8_lossy(&err).into_owned();
+    if std::env::var_os(KEEP).is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    if score.status != 0 {
+        return score;
+    }
+    let verdict: Value = serde_json::from_slice(&out).expect("the tool's --json output");
+    let placed: BTreeMap<String, String> = verdict["incidents"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|i| {
+            let path = i["request"].as_str()?.split(' ').nth(1)?.to_string();
+            Some((path, i["family"].as_str()?.to_string()))
+        })
+        .collect();
+    score.incidents = verdict["incidents"].as_array().map_or(0, Vec::len);
+
+    let mut causes = causes(&r.logs.error);
+    for e in accesslog::parse(&r.logs.access) {
+        if e.status != 502 && e.status != 504 {
+            continue;
+        }
+        score.errors_logged += 1;
+        let cause = causes.remove(&e.path);
+        let Some(family) = true_family(&e, truth, cause.as_deref()) else {
+            score
+                .unlabelled
+                .push(format!("{} {:?}", e.path, e.upstream_addr()));
+            continue;
+        };
+        let i = FAMILIES
+            .iter()
+            .position(|f| *f == family)
+            .expect("a family");
+        score.families[i].0 += 1;
+        let tool = placed.get(&e.path).map_or("(none)", String::as_str);
+        if tool == family {
+            score.families[i].1 += 1;
+        } else if score.misplaced.len() < 10 {
+            score.misplaced.push(format!(
+                "{} {:?}: {family} -> {tool}",
+                e.path,
+                e.upstream_addr()
+            ));
+        }
+    }
+    score.unlabelled.extend(
+        causes
+            .into_iter()
+            .map(|(path, cause)| format!("cause={cause} logged for {path}, which has no 502")),
+    );
+    score
+}
+
+/// The variable naming where to keep the scored logs.
+const KEEP: &str = "GENERATION_RETRY_KEEP_LOGS";
+
+/// What marks the module's own error-log lines.
+const MODULE_MARK: &str = "generation_retry: ";
+
+/// The module's `cause=` of each request path in `error_log`.
+fn causes(error_log: &str) -> BTreeMap<String, String> {
+    error_log
+        .lines()
+        .filter(|l| l.contains(MODULE_MARK))
+        .filter_map(|l| {
+            let cause = l.split("cause=").nth(1)?;
+            let cause = cause.split([',', ' ']).next()?.to_string();
+            let request = l.split("request: \"").nth(1)?;
+            let path = request.split(' ').nth(1)?.to_string();
+            Some((path, cause))
+        })
+        .collect()
+}
+
+/// The true family of the 502/504 `e`, from the module's `cause` for its
+/// request (see the module docs); `None` when the label is missing.
+fn true_family(e: &Entry, truth: Truth, cause: Option<&str>) -> Option<&'static str> {
+    let generation = match e.shape() {
+        Shape::TwoHop { .. } => "generation-retry",
+        Shape::OneHop => "generation-first",
+        Shape::Other => "other",
+    };
+    match (truth, cause) {
+        (Truth::ByConstruction, _) => Some(generation),
+        (Truth::ModuleLines, None) => {
+            // A no-live 502 always has its cause line.
+            matches!(e.hops.last(), Some(Hop::Addr(_)) | None).then_some("other")
+        }
+        // A cause line for a 502 that is not a no-live one contradicts
+        // itself: no label.
+        (Truth::ModuleLines, Some(_)) if generation == "other" => None,
+        (Truth::ModuleLines, Some("generation")) => Some(generation),
+        (Truth::ModuleLines, Some("unavailable")) => Some("unavailable"),
+        (Truth::ModuleLines, Some("empty")) => Some("empty"),
+        (Truth::ModuleLines, Some(_)) => None,
+    }
+}
+
+/// A fresh directory for one arm's logs: under
+/// `GENERATION_RETRY_KEEP_LOGS` when set (kept, to study a score), else
+/// under the temporary directory (removed once scored).
+fn scratch_dir(arm: &str) -> PathBuf {
+    let name: String = arm
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let base = std::env::var_os(KEEP).map_or_else(std::env::temp_dir, PathBuf::from);
+    let dir = base.join(format!(
+        "generation-retry-labels-{}-{name}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    dir
+}
