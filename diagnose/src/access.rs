@@ -24,28 +24,30 @@ pub enum TimeSource {
     Local,
 }
 
-/// One access-log line, reduced to what the diagnosis reads.
+/// One access-log line, reduced to what the diagnosis reads; the values
+/// borrow from the line.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AccessEntry {
+pub struct AccessEntry<'a> {
     /// Milliseconds since the epoch, UTC.
     pub time_ms: i64,
-    /// The zone offset the line was written with, in seconds east of UTC
-    /// (`None` for `$msec`).
+    /// The zone offset nginx's local time had, in seconds east of UTC:
+    /// from `$time_local` or `$time_iso8601` (also when `$msec` gives the
+    /// time); `None` when the format has neither.
     pub offset_s: Option<i32>,
     /// The time as logged.
-    pub time_text: String,
+    pub time_text: &'a str,
     /// `$status`.
     pub status: u16,
     /// `$upstream_addr` as logged (`-` when no upstream was involved).
-    pub upstream_addr: String,
+    pub upstream_addr: &'a str,
     /// `$request`, if in the format and not `-`.
-    pub request: Option<String>,
+    pub request: Option<&'a str>,
     /// `$remote_addr`, if in the format and not `-`.
-    pub remote_addr: Option<String>,
+    pub remote_addr: Option<&'a str>,
     /// `$connection`, if in the format.
     pub connection: Option<u64>,
     /// `$request_id`, if in the format and not `-`.
-    pub request_id: Option<String>,
+    pub request_id: Option<&'a str>,
 }
 
 /// Parses lines of one `log_format`.
@@ -53,6 +55,9 @@ pub struct AccessEntry {
 pub struct AccessParser {
     format: LogFormat,
     time: (usize, TimeSource),
+    /// `$time_local` or `$time_iso8601`, for the zone when `$msec` gives
+    /// the time.
+    zone: Option<(usize, TimeSource)>,
     status: usize,
     upstream_addr: usize,
     request: Option<usize>,
@@ -72,8 +77,15 @@ impl AccessParser {
         ]
         .into_iter()
         .find_map(|(name, source)| format.position(name).map(|i| (i, source)));
+        let zone = [
+            ("time_local", TimeSource::Local),
+            ("time_iso8601", TimeSource::Iso8601),
+        ]
+        .into_iter()
+        .find_map(|(name, source)| format.position(name).map(|i| (i, source)));
         let missing = |name: &str| FormatError::Missing(vec![name.to_string()]);
         Ok(AccessParser {
+            zone,
             time: time.ok_or_else(|| missing("msec|time_iso8601|time_local"))?,
             status: format.position("status").ok_or_else(|| missing("status"))?,
             upstream_addr: format
@@ -104,17 +116,23 @@ impl AccessParser {
 
     /// Parses one line; `None` if it does not match the format or a needed
     /// value (time, status) does not parse.
-    pub fn parse_line(&self, line: &str) -> Option<AccessEntry> {
+    pub fn parse_line<'a>(&self, line: &'a str) -> Option<AccessEntry<'a>> {
         let values = self.format.match_line(line)?;
         let get = |i: usize| values.get(i).copied();
-        let present = |i: Option<usize>| {
-            i.and_then(get)
-                .filter(|v| !v.is_empty() && *v != "-")
-                .map(str::to_string)
-        };
+        let present = |i: Option<usize>| i.and_then(get).filter(|v| !v.is_empty() && *v != "-");
         let time_text = get(self.time.0)?;
         let (time_ms, offset_s) = match self.time.1 {
-            TimeSource::Msec => (timefmt::parse_msec(time_text)?, None),
+            TimeSource::Msec => {
+                let zone = self.zone.and_then(|(i, source)| {
+                    let text = get(i)?;
+                    let parsed = match source {
+                        TimeSource::Local => timefmt::parse_time_local(text),
+                        _ => timefmt::parse_iso8601(text),
+                    };
+                    parsed.map(|(_, off)| off)
+                });
+                (timefmt::parse_msec(time_text)?, zone)
+            }
             TimeSource::Iso8601 => {
                 let (ms, off) = timefmt::parse_iso8601(time_text)?;
                 (ms, Some(off))
@@ -131,9 +149,9 @@ impl AccessParser {
         Some(AccessEntry {
             time_ms,
             offset_s,
-            time_text: time_text.to_string(),
+            time_text,
             status: status.parse().ok()?,
-            upstream_addr: get(self.upstream_addr)?.to_string(),
+            upstream_addr: get(self.upstream_addr)?,
             request: present(self.request),
             remote_addr: present(self.remote_addr),
             connection: self.connection.and_then(get).and_then(|v| v.parse().ok()),
@@ -238,18 +256,15 @@ mod tests {
         let line = r#"10.1.1.1 - - [01/Dec/2026:07:00:00 +0000] "GET /q?a=\x22b\x22 HTTP/1.1" 502 157 "-" "curl/8" "10.0.0.1:80, be" 1796108400.250 42 -"#;
         let e = p.parse_line(line).expect("parses");
         assert_eq!(e.time_ms, 1_796_108_400_250);
-        assert_eq!(e.offset_s, None);
+        assert_eq!(e.offset_s, Some(0), "the zone of $time_local");
         assert_eq!(e.time_text, "1796108400.250");
         assert_eq!(e.status, 502);
         assert_eq!(e.upstream_addr, "10.0.0.1:80, be");
-        assert_eq!(e.request.as_deref(), Some(r"GET /q?a=\x22b\x22 HTTP/1.1"));
-        assert_eq!(e.remote_addr.as_deref(), Some("10.1.1.1"));
+        assert_eq!(e.request, Some(r"GET /q?a=\x22b\x22 HTTP/1.1"));
+        assert_eq!(e.remote_addr, Some("10.1.1.1"));
         assert_eq!(e.connection, Some(42));
         assert_eq!(e.request_id, None, "`-` is no value");
-        assert_eq!(
-            unescape(e.request.as_deref().unwrap_or("")),
-            "GET /q?a=\"b\" HTTP/1.1"
-        );
+        assert_eq!(unescape(e.request.unwrap_or("")), "GET /q?a=\"b\" HTTP/1.1");
     }
 
     #[test]
@@ -306,5 +321,17 @@ mod tests {
         assert!(!is_address("[::1]"));
         assert!(is_address("[::1]:80"));
         assert!(!is_address("300.0.0.1:80"));
+    }
+
+    #[test]
+    fn msec_with_a_zone_variable_reports_the_zone() {
+        let p = parser(r#"[$time_local] $msec $status "$upstream_addr""#);
+        let e = p
+            .parse_line(r#"[01/Dec/2026:09:00:00 +0200] 1796108400.250 502 "be""#)
+            .expect("parses");
+        assert_eq!((e.time_ms, e.offset_s), (1_796_108_400_250, Some(7_200)));
+        let p = parser(r#"$msec $status "$upstream_addr""#);
+        let e = p.parse_line(r#"1796108400.250 502 "be""#).expect("parses");
+        assert_eq!(e.offset_s, None);
     }
 }

@@ -12,12 +12,11 @@
 //! 3. Family, first match wins: `empty`, `unavailable`, `generation-retry`,
 //!    `generation-first`, `other` (see [`Family`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
 use crate::access::{self, last_group_hops, Hop};
-use crate::collect::{Collected, KeptError};
-use crate::errorlog::{upstream_host, Kind};
+use crate::collect::{Collected, ErrorKind, KeptError};
 
 /// What caused a 502/504.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -84,7 +83,8 @@ pub struct Incident {
     pub time_text: String,
     /// The status (502 for an error line without an access line).
     pub status: u16,
-    /// The request line (`""` if unknown).
+    /// The request line (`""` if unknown, or until read back: see
+    /// [`crate::Analysis::wanted`]).
     pub request: String,
     /// The upstream's name (`-` if unknown).
     pub upstream: String,
@@ -98,11 +98,14 @@ pub struct Incident {
     pub reason: String,
     /// Index into [`Collected::failures`] of the access line.
     pub access: Option<usize>,
+    /// Index into [`Collected::errors`] of the `no live upstreams` line.
+    pub no_live: Option<usize>,
     /// Indices into [`Collected::errors`]: the joined `no live upstreams`
     /// line and the same request's other lines.
     pub own_errors: Vec<usize>,
     /// Indices into [`Collected::errors`]: resolver, disabled and peer
-    /// error lines of this upstream in the window (at most [`NEARBY_MAX`]).
+    /// error lines of this upstream around (at most [`NEARBY_MAX`]); the
+    /// line that decided the family first.
     pub nearby: Vec<usize>,
     /// The upstream's addresses seen in the window before.
     pub before: Vec<String>,
@@ -116,39 +119,49 @@ pub const NEARBY_MAX: usize = 6;
 /// Slack for the error log's whole-second times, in milliseconds.
 const SECOND: i64 = 1_000;
 
+/// A set of addresses seen in one second counts towards a change only if
+/// that many entries or more show it (one entry shows one address).
+const MIN_SLICE_ENTRIES: u64 = 2;
+
+/// How many later seconds each second's set is compared with.
+const SLICE_SPAN: usize = 8;
+
 /// An incident before its family is decided.
 struct Skeleton {
     time_ms: i64,
     time_text: String,
     status: u16,
-    request: String,
     upstream: Option<String>,
     upstream_addr: String,
     shape: Shape,
-    first_addr: Option<String>,
+    /// The address tried last before the refused selection.
+    prev_addr: Option<String>,
     access: Option<usize>,
+    no_live: Option<usize>,
     own_errors: Vec<usize>,
 }
 
 /// Who a request is, to find its own error lines.
-struct RequestKey<'a> {
+struct RequestKey {
     connection: Option<u64>,
-    request: Option<String>,
-    client: Option<&'a str>,
+    request: Option<u64>,
+    client: Option<u64>,
 }
 
 struct Classifier<'a> {
     data: &'a Collected,
     window: i64,
+    lookback: i64,
     /// Per failure: the refused upstream's name (a 502 whose last hop is
     /// a name), the candidates for joining a `no live upstreams` line.
     refused: Vec<Option<&'a str>>,
-    /// Per failure: `$request` unescaped, for comparing with error lines.
-    requests: Vec<Option<String>>,
     /// Failures by `$connection`.
     failures_by_conn: HashMap<u64, Vec<usize>>,
     /// Peer-error and disabled lines by connection.
     errors_by_conn: HashMap<u64, Vec<usize>>,
+    /// Resolver names (ids) and the upstreams they are `server NAME
+    /// resolve` of.
+    resolves: HashMap<u32, BTreeSet<&'a str>>,
 }
 
 /// Classifies everything [`Collected`] kept; incidents come out by time.
@@ -162,59 +175,76 @@ pub fn classify(data: &Collected) -> Vec<Incident> {
         data.errors
             .iter()
             .enumerate()
-            .filter(|(ei, e)| e.error.kind == Kind::NoLive && !error_joined[*ei])
+            .filter(|(ei, e)| e.kind == ErrorKind::NoLive && !error_joined[*ei])
             .map(|(ei, _)| c.skeleton_of_error(ei)),
     );
     skeletons.sort_by_key(|s| s.time_ms);
-    let mut refusals: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
-    for s in &skeletons {
-        if let (Some(u), Shape::OneHop | Shape::TwoHop) = (&s.upstream, s.shape) {
-            refusals.entry(u.as_str()).or_default().push(s.time_ms);
-        }
+    skeletons.iter().map(|s| c.decide(s)).collect()
+}
+
+/// The upstreams a resolver name belongs to: the upstream of that very
+/// name (`upstream be.example.com { server be.example.com resolve; }`,
+/// learnt from `$upstream_addr` names and `no live upstreams` lines), and
+/// those `--upstream-server` ties it to.
+pub fn resolver_upstreams<'a>(data: &'a Collected, name: &str) -> BTreeSet<&'a str> {
+    let mut out: BTreeSet<&'a str> = data
+        .options
+        .servers
+        .iter()
+        .filter(|(_, n)| n == name)
+        .map(|(u, _)| u.as_str())
+        .collect();
+    if let Some(u) = data.timeline.names().get(name) {
+        out.insert(u.as_str());
     }
-    skeletons.iter().map(|s| c.decide(s, &refusals)).collect()
+    out
 }
 
 impl<'a> Classifier<'a> {
     fn new(data: &'a Collected) -> Classifier<'a> {
         let mut failures_by_conn: HashMap<u64, Vec<usize>> = HashMap::new();
         let mut errors_by_conn: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut resolves: HashMap<u32, BTreeSet<&'a str>> = HashMap::new();
         for (fi, f) in data.failures.iter().enumerate() {
-            if let Some(c) = f.entry.connection {
+            if let Some(c) = f.connection() {
                 failures_by_conn.entry(c).or_default().push(fi);
             }
         }
         for (ei, kept) in data.errors.iter().enumerate() {
-            if let (Some(c), Kind::PeerError | Kind::Disabled) =
-                (kept.error.connection, &kept.error.kind)
-            {
-                errors_by_conn.entry(c).or_default().push(ei);
+            match (kept.connection(), kept.kind) {
+                (Some(c), ErrorKind::PeerError | ErrorKind::Disabled) => {
+                    errors_by_conn.entry(c).or_default().push(ei);
+                }
+                (_, ErrorKind::Resolver { name, .. }) => {
+                    resolves
+                        .entry(name)
+                        .or_insert_with(|| resolver_upstreams(data, data.strings.get(name)));
+                }
+                _ => {}
             }
         }
+        let window = data.options.window_ms.max(0);
         Classifier {
             data,
-            window: data.options.window_ms.max(0),
+            window,
+            lookback: data.options.fail_timeout_ms.max(window),
             refused: data
                 .failures
                 .iter()
-                .map(|f| match last_group_hops(&f.entry.upstream_addr).last() {
-                    Some(Hop::Name(n)) if f.entry.status == 502 => Some(*n),
+                .map(|f| match last_group_hops(data.upstream_addr(f)).last() {
+                    Some(Hop::Name(n)) if f.status == 502 => Some(*n),
                     _ => None,
                 })
                 .collect(),
-            requests: data
-                .failures
-                .iter()
-                .map(|f| f.entry.request.as_deref().map(access::unescape))
-                .collect(),
             failures_by_conn,
             errors_by_conn,
+            resolves,
         }
     }
 
     fn errors_between(&self, from: i64, to: i64) -> Range<usize> {
         let e = &self.data.errors;
-        e.partition_point(|k| k.error.time_ms < from)..e.partition_point(|k| k.error.time_ms <= to)
+        e.partition_point(|k| k.time_ms < from)..e.partition_point(|k| k.time_ms <= to)
     }
 
     /// Pairs `no live upstreams` lines with access 502s: for each failure,
@@ -224,32 +254,30 @@ impl<'a> Classifier<'a> {
         let mut joined = vec![None; data.failures.len()];
         let mut error_joined = vec![false; data.errors.len()];
         let tolerance = self.window + SECOND;
-        for (ei, kept) in data.errors.iter().enumerate() {
-            let e = &kept.error;
-            if e.kind != Kind::NoLive {
+        for (ei, e) in data.errors.iter().enumerate() {
+            if e.kind != ErrorKind::NoLive {
                 continue;
             }
-            let upstream = e.upstream.as_deref().map(upstream_host);
+            let upstream = data.error_upstream(e);
             let f = &data.failures;
             let (from, to) = (e.time_ms - tolerance, e.time_ms + tolerance);
             let candidates: Vec<usize> = if data.has_connection {
-                e.connection
+                e.connection()
                     .and_then(|c| self.failures_by_conn.get(&c))
                     .map(|list| {
                         list.iter()
                             .copied()
-                            .filter(|fi| (from..=to).contains(&f[*fi].entry.time_ms))
+                            .filter(|fi| (from..=to).contains(&f[*fi].time_ms))
                             .collect()
                     })
                     .unwrap_or_default()
             } else {
-                (f.partition_point(|x| x.entry.time_ms < from)
-                    ..f.partition_point(|x| x.entry.time_ms <= to))
+                (f.partition_point(|x| x.time_ms < from)..f.partition_point(|x| x.time_ms <= to))
                     .collect()
             };
             let mut best: Option<(i64, usize)> = None;
             for fi in candidates {
-                let a = &f[fi].entry;
+                let a = &f[fi];
                 let Some(name) = self.refused[fi] else {
                     continue;
                 };
@@ -259,12 +287,13 @@ impl<'a> Classifier<'a> {
                 let same = if data.has_connection {
                     true
                 } else if data.has_request {
-                    same_if_known(self.requests[fi].as_deref(), e.request.as_deref())
-                        && same_if_known(a.remote_addr.as_deref(), e.client.as_deref())
+                    same_if_known(a.request_key(), e.request_key())
+                        && same_if_known(a.client_key(), e.client_key())
                 } else {
                     true
                 };
-                let distance = (a.time_ms - e.time_ms).abs();
+                // The line's second, from its middle.
+                let distance = (a.time_ms - (e.time_ms + SECOND / 2)).abs();
                 if same && best.is_none_or(|(d, _)| distance < d) {
                     best = Some((distance, fi));
                 }
@@ -278,14 +307,13 @@ impl<'a> Classifier<'a> {
     }
 
     /// The request's own peer-error and disabled lines, shortly before `t`.
-    fn own_lines(&self, key: &RequestKey<'_>, t: i64, skip: Option<usize>) -> Vec<usize> {
+    fn own_lines(&self, key: &RequestKey, t: i64, skip: Option<usize>) -> Vec<usize> {
         if key.connection.is_none() && key.request.is_none() {
             return Vec::new();
         }
         let (from, to) = (t - self.window - SECOND, t + SECOND);
-        let in_time = |ei: &usize| {
-            Some(*ei) != skip && (from..=to).contains(&self.data.errors[*ei].error.time_ms)
-        };
+        let in_time =
+            |ei: &usize| Some(*ei) != skip && (from..=to).contains(&self.data.errors[*ei].time_ms);
         if let Some(c) = key.connection {
             return self
                 .errors_by_conn
@@ -296,25 +324,30 @@ impl<'a> Classifier<'a> {
         self.errors_between(from, to)
             .filter(in_time)
             .filter(|ei| {
-                let e = &self.data.errors[*ei].error;
-                matches!(e.kind, Kind::PeerError | Kind::Disabled)
-                    && e.request.is_some()
-                    && same_if_known(key.request.as_deref(), e.request.as_deref())
-                    && same_if_known(key.client, e.client.as_deref())
+                let e = &self.data.errors[*ei];
+                matches!(e.kind, ErrorKind::PeerError | ErrorKind::Disabled)
+                    && e.request_key().is_some()
+                    && same_if_known(key.request, e.request_key())
+                    && same_if_known(key.client, e.client_key())
             })
             .collect()
     }
 
     fn skeleton_of_access(&self, fi: usize, joined: Option<usize>) -> Skeleton {
-        let f = &self.data.failures[fi];
-        let a = &f.entry;
-        let hops = last_group_hops(&a.upstream_addr);
-        let first_addr = hops.iter().find_map(|h| match h {
-            Hop::Addr(x) => Some(x.to_string()),
-            Hop::Name(_) => None,
-        });
+        let a = &self.data.failures[fi];
+        let upstream_addr = self.data.upstream_addr(a);
+        let hops = last_group_hops(upstream_addr);
+        // The attempt just before the refused selection: in "A, B, be" B
+        // failed last, and its failure is what the retry followed.
+        let prev_addr = match hops.split_last() {
+            Some((Hop::Name(_), earlier)) => earlier.iter().rev().find_map(|h| match h {
+                Hop::Addr(x) => Some(x.to_string()),
+                Hop::Name(_) => None,
+            }),
+            _ => None,
+        };
         let (shape, upstream) = match hops.last() {
-            Some(Hop::Name(n)) if first_addr.is_some() => (Shape::TwoHop, Some(n.to_string())),
+            Some(Hop::Name(n)) if prev_addr.is_some() => (Shape::TwoHop, Some(n.to_string())),
             Some(Hop::Name(n)) => (Shape::OneHop, Some(n.to_string())),
             Some(Hop::Addr(x)) => (
                 Shape::Address,
@@ -322,41 +355,41 @@ impl<'a> Classifier<'a> {
             ),
             None => (Shape::NoUpstream, None),
         };
-        let joined_error = joined.map(|ei| &self.data.errors[ei].error);
+        let joined_error = joined.map(|ei| &self.data.errors[ei]);
         let key = RequestKey {
-            connection: a.connection.or(joined_error.and_then(|e| e.connection)),
-            request: a.request.as_deref().map(access::unescape),
-            client: a.remote_addr.as_deref(),
+            connection: a.connection().or(joined_error.and_then(|e| e.connection())),
+            request: a.request_key(),
+            client: a.client_key(),
         };
         let mut own_errors: Vec<usize> = joined.into_iter().collect();
         own_errors.extend(self.own_lines(&key, a.time_ms, joined));
         own_errors.sort_unstable();
         Skeleton {
             time_ms: a.time_ms,
-            time_text: a.time_text.clone(),
+            time_text: self.data.failure_time_text(a),
             status: a.status,
-            request: a.request.clone().unwrap_or_default(),
             upstream,
-            upstream_addr: a.upstream_addr.clone(),
+            upstream_addr: upstream_addr.to_string(),
             shape,
-            first_addr,
+            prev_addr,
             access: Some(fi),
+            no_live: joined,
             own_errors,
         }
     }
 
     fn skeleton_of_error(&self, ei: usize) -> Skeleton {
-        let e = &self.data.errors[ei].error;
+        let e = &self.data.errors[ei];
         // The line's time has whole seconds: look from the middle of it.
         let t = e.time_ms + SECOND / 2;
         let key = RequestKey {
-            connection: e.connection,
-            request: e.request.clone(),
-            client: e.client.as_deref(),
+            connection: e.connection(),
+            request: e.request_key(),
+            client: e.client_key(),
         };
         let own = self.own_lines(&key, t, Some(ei));
-        let first_addr = own.iter().find_map(|i| {
-            let host = upstream_host(self.data.errors[*i].error.upstream.as_deref()?);
+        let prev_addr = own.iter().rev().find_map(|i| {
+            let host = self.data.error_upstream(&self.data.errors[*i])?;
             access::is_address(host).then(|| host.to_string())
         });
         let mut own_errors = vec![ei];
@@ -364,27 +397,27 @@ impl<'a> Classifier<'a> {
         own_errors.sort_unstable();
         Skeleton {
             time_ms: t,
-            time_text: e.time_text.clone(),
+            time_text: self.data.error_time_text(e),
             status: 502,
-            request: e.request.clone().unwrap_or_default(),
-            upstream: e.upstream.as_deref().map(|u| upstream_host(u).to_string()),
+            upstream: self.data.error_upstream(e).map(str::to_string),
             upstream_addr: String::new(),
-            shape: if first_addr.is_some() {
+            shape: if prev_addr.is_some() {
                 Shape::TwoHop
             } else {
                 Shape::OneHop
             },
-            first_addr,
+            prev_addr,
             access: None,
+            no_live: Some(ei),
             own_errors,
         }
     }
 
-    /// Whether an error line that names a peer (or nothing) concerns `u`.
+    /// Whether a disabled or peer-error line is about one of `u`'s peers.
     fn concerns(&self, kept: &KeptError, u: &str) -> bool {
         let timeline = &self.data.timeline;
-        match kept.error.upstream.as_deref().map(upstream_host) {
-            None => true,
+        match self.data.error_upstream(kept) {
+            None => false,
             Some(host) if access::is_address(host) => {
                 timeline.in_universe(u, host) || !timeline.is_known_peer(host)
             }
@@ -392,18 +425,24 @@ impl<'a> Classifier<'a> {
         }
     }
 
-    fn resolver_concerns(&self, name: &str, u: &str) -> bool {
-        name == u || !self.data.timeline.is_name(name)
+    /// Whether a resolver line for the name `name` (an id) is about `u`.
+    fn resolver_concerns(&self, name: u32, u: &str) -> bool {
+        self.resolves.get(&name).is_some_and(|set| set.contains(u))
     }
 
-    fn decide(&self, s: &Skeleton, refusals: &BTreeMap<&str, Vec<i64>>) -> Incident {
+    fn decide(&self, s: &Skeleton) -> Incident {
         let t = s.time_ms;
         let w = self.window;
         let timeline = &self.data.timeline;
+        let names = |ids: &BTreeSet<u32>| -> Vec<String> {
+            ids.iter()
+                .map(|id| timeline.addr(*id).to_string())
+                .collect()
+        };
         let (before, after) = match &s.upstream {
             Some(u) => (
-                timeline.seen(u, t - w, t - 1),
-                timeline.seen(u, t + 1, t + w),
+                timeline.seen_ids(u, t - w, t - 1),
+                timeline.seen_ids(u, t + 1, t + w),
             ),
             None => (BTreeSet::new(), BTreeSet::new()),
         };
@@ -411,23 +450,24 @@ impl<'a> Classifier<'a> {
             time_ms: t,
             time_text: s.time_text.clone(),
             status: s.status,
-            request: s.request.clone(),
+            request: String::new(),
             upstream: s.upstream.clone().unwrap_or_else(|| "-".to_string()),
             upstream_addr: s.upstream_addr.clone(),
             shape: s.shape,
             family: Family::Other,
             reason: String::new(),
             access: s.access,
+            no_live: s.no_live,
             own_errors: s.own_errors.clone(),
             nearby: Vec::new(),
-            before: before.iter().cloned().collect(),
-            after: after.iter().cloned().collect(),
+            before: names(&before),
+            after: names(&after),
         };
         let u = match (&s.upstream, s.shape) {
             (Some(u), Shape::OneHop | Shape::TwoHop) => u.as_str(),
             (_, Shape::Address) => {
                 incident.reason = "the last attempt reached a peer: the peer's own failure".into();
-                incident.nearby = self.nearby(s, s.upstream.as_deref());
+                incident.nearby = self.nearby(s, s.upstream.as_deref(), None);
                 return incident;
             }
             _ => {
@@ -435,74 +475,68 @@ impl<'a> Classifier<'a> {
                 return incident;
             }
         };
-        incident.nearby = self.nearby(s, Some(u));
         let after_known = !after.is_empty();
-        let first_left = s.shape == Shape::TwoHop
+        let prev_id = s.prev_addr.as_deref().and_then(|a| timeline.addr_id(a));
+        let prev_left = s.shape == Shape::TwoHop
             && after_known
-            && s.first_addr.as_ref().is_some_and(|a| !after.contains(a));
-        let changed = (!before.is_empty() && after_known && before != after) || first_left;
-        // Addresses that left the set: their failures are the change itself.
-        let mut left: BTreeSet<&str> = if after_known {
-            before.difference(&after).map(String::as_str).collect()
+            && prev_id.is_none_or(|id| !after.contains(&id));
+        let sets_differ = !before.is_empty() && after_known && before != after;
+        let flip = self.flip(u, t);
+        let changed = sets_differ || prev_left || flip.is_some();
+        // Addresses that left or came around t: their failures are part of
+        // the change itself.
+        let mut moved: BTreeSet<u32> = if after_known {
+            before.difference(&after).copied().collect()
         } else {
             BTreeSet::new()
         };
-        if first_left {
-            left.extend(s.first_addr.as_deref());
+        if prev_left {
+            moved.extend(prev_id);
         }
-        let window_before = self.errors_between(t - w, t);
-        let resolver =
-            window_before
-                .clone()
-                .find_map(|ei| match &self.data.errors[ei].error.kind {
-                    Kind::Resolver { name, .. } if self.resolver_concerns(name, u) => {
-                        Some(name.clone())
-                    }
-                    _ => None,
-                });
-        // Other refusals of `u` in the window, either side (the list holds
-        // this incident too).
-        let repeats = refusals.get(u).is_some_and(|times| {
-            times.partition_point(|x| *x <= t + w) - times.partition_point(|x| *x < t - w) > 1
-        });
-        let disabled = window_before.clone().find(|ei| {
-            let kept = &self.data.errors[*ei];
-            kept.error.kind == Kind::Disabled
-                && !s.own_errors.contains(ei)
-                && self.concerns(kept, u)
-                && !kept
-                    .error
-                    .upstream
-                    .as_deref()
-                    .is_some_and(|v| left.contains(upstream_host(v)))
-        });
-        let set = |s: &BTreeSet<String>| {
-            if s.is_empty() {
+        if let Some((a, b)) = &flip {
+            moved.extend(a.symmetric_difference(b));
+        }
+        let set = |ids: &BTreeSet<u32>| {
+            if ids.is_empty() {
                 "{}".to_string()
             } else {
-                format!("{{{}}}", s.iter().cloned().collect::<Vec<_>>().join(", "))
+                format!("{{{}}}", names(ids).join(", "))
             }
         };
-        let change = format!("addresses {} -> {}", set(&before), set(&after));
-        let (family, reason) = if let Some(name) = resolver {
+        let change = match &flip {
+            Some((a, b)) if !sets_differ => format!(
+                "addresses {} -> {}, and within the window {} vs {}",
+                set(&before),
+                set(&after),
+                set(a),
+                set(b)
+            ),
+            _ => format!("addresses {} -> {}", set(&before), set(&after)),
+        };
+        let (family, reason, deciding) = if let Some((ei, name)) = self.emptied(u, t) {
             (
                 Family::Empty,
-                format!("{name} could not be resolved just before"),
+                format!(
+                    "{name} could not be resolved (3: Host not found) at {}, and no address of \
+                     {u} served since",
+                    self.data.error_time_text(&self.data.errors[ei])
+                ),
+                Some(ei),
             )
-        } else if timeline.has_addresses(u) && !after_known && repeats {
-            (
-                Family::Empty,
-                format!("no address of {u} served afterwards, and its refusals repeat"),
-            )
-        } else if let Some(ei) = disabled {
-            let peer = self.data.errors[ei]
-                .error
-                .upstream
-                .as_deref()
-                .map_or("a peer", upstream_host);
+        } else if let Some(ei) = self.down_peer(s, u, &moved) {
+            let kept = &self.data.errors[ei];
+            let peer = self.data.error_upstream(kept).unwrap_or("a peer");
+            let what = match kept.kind {
+                ErrorKind::Disabled => "was temporarily disabled (max_fails)",
+                _ => "failed",
+            };
             (
                 Family::Unavailable,
-                format!("{peer} was temporarily disabled (max_fails) just before"),
+                format!(
+                    "{peer} {what} at {} and has not served since",
+                    self.data.error_time_text(kept)
+                ),
+                Some(ei),
             )
         } else if !changed && before.len() >= 2 {
             (
@@ -511,53 +545,156 @@ impl<'a> Classifier<'a> {
                     "no address change and {} peers: all down ({change})",
                     before.len()
                 ),
+                None,
             )
         } else if changed && s.shape == Shape::TwoHop {
             (
                 Family::GenerationRetry,
-                match s.first_addr.as_deref().filter(|_| first_left) {
-                    Some(first) => format!(
-                        "retry refused after {first} failed, and {first} served no more \
+                match s.prev_addr.as_deref().filter(|_| prev_left) {
+                    Some(prev) => format!(
+                        "retry refused after {prev} failed, and {prev} served no more \
                          ({change})"
                     ),
                     None => format!("retry refused while {change}"),
                 },
+                None,
             )
         } else if changed {
             (
                 Family::GenerationFirst,
                 format!("selection refused while {change}"),
+                None,
             )
         } else {
-            (Family::Other, format!("no address change seen ({change})"))
+            (
+                Family::Other,
+                format!("no address change seen ({change})"),
+                None,
+            )
         };
         incident.family = family;
         incident.reason = reason;
+        incident.nearby = self.nearby(s, Some(u), deciding);
         incident
     }
 
-    /// Resolver, disabled and peer-error lines about `u` in the window,
-    /// other than the incident's own.
-    fn nearby(&self, s: &Skeleton, u: Option<&str>) -> Vec<usize> {
-        let t = s.time_ms;
-        self.errors_between(t - self.window, t + self.window)
-            .filter(|ei| !s.own_errors.contains(ei))
-            .filter(|ei| {
-                let kept = &self.data.errors[*ei];
-                match (&kept.error.kind, u) {
-                    (Kind::Resolver { name, .. }, Some(u)) => self.resolver_concerns(name, u),
-                    (Kind::Disabled | Kind::PeerError, Some(u)) => self.concerns(kept, u),
-                    (Kind::Resolver { .. } | Kind::Disabled | Kind::PeerError, None) => true,
-                    _ => false,
+    /// A change of `u`'s served address set that the sets before and
+    /// after `t` can miss (A before, B during, A after): two sets seen in
+    /// the window, or the set just before the window and one in it, where
+    /// each holds an address the other lacks. Each set must rest on at
+    /// least [`MIN_SLICE_ENTRIES`] entries, so that two peers taking turns
+    /// under light traffic do not look like a change.
+    fn flip(&self, u: &str, t: i64) -> Option<(BTreeSet<u32>, BTreeSet<u32>)> {
+        let w = self.window;
+        let timeline = &self.data.timeline;
+        let full = |s: &crate::timeline::Slice| s.total() >= MIN_SLICE_ENTRIES;
+        let just_before = timeline.slices(u, t - 2 * w, t - w - 1);
+        let before_set: BTreeSet<u32> = just_before.iter().flat_map(|s| s.set()).collect();
+        let before_total: u64 = just_before.iter().map(|s| s.total()).sum();
+        let mut sets: Vec<BTreeSet<u32>> = Vec::new();
+        if before_total >= MIN_SLICE_ENTRIES {
+            sets.push(before_set);
+        }
+        sets.extend(
+            timeline
+                .slices(u, t - w, t + w)
+                .iter()
+                .filter(|s| full(s))
+                .map(|s| s.set()),
+        );
+        for (i, a) in sets.iter().enumerate() {
+            for b in sets.iter().skip(i + 1).take(SLICE_SPAN) {
+                if !a.is_subset(b) && !b.is_subset(a) {
+                    return Some((a.clone(), b.clone()));
                 }
+            }
+        }
+        None
+    }
+
+    /// Positive evidence that `u`'s name stopped resolving: the latest
+    /// NXDOMAIN (`(3: Host not found)`) line for a name of `u` within
+    /// fail_timeout before `t`, with no address of `u` serving since.
+    /// Other resolver failures keep the old addresses and do not count.
+    fn emptied(&self, u: &str, t: i64) -> Option<(usize, &'a str)> {
+        let (ei, name) = self
+            .errors_between(t - self.lookback, t + SECOND)
+            .filter_map(|ei| match self.data.errors[ei].kind {
+                ErrorKind::Resolver {
+                    name,
+                    nxdomain: true,
+                } if self.resolver_concerns(name, u) => Some((ei, name)),
+                _ => None,
             })
-            .take(NEARBY_MAX)
-            .collect()
+            .last()?;
+        let since = self.data.errors[ei].time_ms + SECOND;
+        let served = since <= t - 1 && !self.data.timeline.seen_ids(u, since, t - 1).is_empty();
+        (!served).then(|| (ei, self.data.strings.get(name)))
+    }
+
+    /// A peer of `u` still out of service at `t`: an `upstream server
+    /// temporarily disabled` or peer-error line for one of `u`'s
+    /// addresses within fail_timeout before `t`, not the request's own,
+    /// not for an address that left or came with a change, and with that
+    /// address not serving since (a success re-enables a peer).
+    fn down_peer(&self, s: &Skeleton, u: &str, moved: &BTreeSet<u32>) -> Option<usize> {
+        let t = s.time_ms;
+        let timeline = &self.data.timeline;
+        self.errors_between(t - self.lookback, t).rev().find(|ei| {
+            let kept = &self.data.errors[*ei];
+            if !matches!(kept.kind, ErrorKind::Disabled | ErrorKind::PeerError)
+                || s.own_errors.contains(ei)
+                || !self.concerns(kept, u)
+            {
+                return false;
+            }
+            let Some(host) = self.data.error_upstream(kept) else {
+                return false;
+            };
+            let id = timeline.addr_id(host);
+            if id.is_some_and(|id| moved.contains(&id)) {
+                return false;
+            }
+            let since = kept.time_ms + SECOND;
+            let served_since = id.is_some_and(|id| {
+                since <= t - 1 && timeline.seen_ids(u, since, t - 1).contains(&id)
+            });
+            !served_since
+        })
+    }
+
+    /// Resolver, disabled and peer-error lines about `u` around `t`, other
+    /// than the incident's own; `first` (the deciding line) leads.
+    fn nearby(&self, s: &Skeleton, u: Option<&str>, first: Option<usize>) -> Vec<usize> {
+        let t = s.time_ms;
+        let mut out: Vec<usize> = first.into_iter().collect();
+        out.extend(
+            self.errors_between(t - self.window, t + self.window)
+                .filter(|ei| !s.own_errors.contains(ei) && Some(*ei) != first)
+                .filter(|ei| {
+                    let kept = &self.data.errors[*ei];
+                    match (kept.kind, u) {
+                        (ErrorKind::Resolver { name, .. }, Some(u)) => {
+                            self.resolver_concerns(name, u)
+                        }
+                        (ErrorKind::Disabled | ErrorKind::PeerError, Some(u)) => {
+                            self.concerns(kept, u)
+                        }
+                        (
+                            ErrorKind::Resolver { .. } | ErrorKind::Disabled | ErrorKind::PeerError,
+                            None,
+                        ) => true,
+                        _ => false,
+                    }
+                })
+                .take(NEARBY_MAX - out.len()),
+        );
+        out
     }
 }
 
 /// Equal when both are known; true when either is unknown.
-fn same_if_known(a: Option<&str>, b: Option<&str>) -> bool {
+fn same_if_known(a: Option<u64>, b: Option<u64>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => a == b,
         _ => true,

@@ -25,9 +25,17 @@ OPTIONS:
                            $status, $upstream_addr and one of $msec,
                            $time_iso8601, $time_local ($connection, $request,
                            $remote_addr, $request_id help joining lines)
-    --window-ms N          how far around an incident to look (default 2000)
+    --window-ms N          how far around an incident to look for address
+                           changes (default 2000)
+    --fail-timeout-ms N    how long a failed or disabled peer stays out, as
+                           the upstream's fail_timeout (default 10000)
+    --upstream-server UPSTREAM=NAME
+                           upstream UPSTREAM has `server NAME resolve`, so
+                           resolver errors for NAME concern it (repeatable;
+                           an upstream named NAME needs no flag)
     --error-log-utc-offset +HHMM
-                           the zone the error log's times are in (default +0000)
+                           the zone the error log's times are in (default:
+                           learnt from the logs, else +0000)
     --json                 print JSON instead of the report
     -h, --help             print this help
 
@@ -48,7 +56,11 @@ pub struct Cli {
     /// `--window-ms`.
     pub window_ms: i64,
     /// `--error-log-utc-offset`, in seconds east of UTC.
-    pub error_offset_s: i32,
+    pub error_offset_s: Option<i32>,
+    /// `--fail-timeout-ms`.
+    pub fail_timeout_ms: i64,
+    /// `--upstream-server UPSTREAM=NAME`, in order.
+    pub servers: Vec<(String, String)>,
 }
 
 /// What the command line asks for.
@@ -83,7 +95,9 @@ pub fn parse_args(args: &[OsString]) -> Result<Command, UsageError> {
     let mut log_format: Option<String> = None;
     let mut json = false;
     let mut window_ms: i64 = 2_000;
-    let mut error_offset_s = 0;
+    let mut error_offset_s = None;
+    let mut fail_timeout_ms: i64 = 10_000;
+    let mut servers = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let Some(text) = arg.to_str() else {
@@ -129,13 +143,37 @@ pub fn parse_args(args: &[OsString]) -> Result<Command, UsageError> {
                     }
                 };
             }
+            "--fail-timeout-ms" => {
+                let v = string(flag, value(flag)?)?;
+                fail_timeout_ms = match v.parse::<i64>() {
+                    Ok(n) if (0..=86_400_000).contains(&n) => n,
+                    _ => {
+                        return Err(usage(format!(
+                            "--fail-timeout-ms: {v:?} is not a number of milliseconds from 0 to 86400000"
+                        )))
+                    }
+                };
+            }
+            "--upstream-server" => {
+                let v = string(flag, value(flag)?)?;
+                match v.split_once('=') {
+                    Some((u, n)) if !u.is_empty() && !n.is_empty() => {
+                        servers.push((u.to_string(), n.to_string()));
+                    }
+                    _ => {
+                        return Err(usage(format!(
+                            "--upstream-server: {v:?} is not UPSTREAM=NAME"
+                        )))
+                    }
+                }
+            }
             "--error-log-utc-offset" => {
                 let v = string(flag, value(flag)?)?;
-                error_offset_s = timefmt::parse_utc_offset(&v).ok_or_else(|| {
+                error_offset_s = Some(timefmt::parse_utc_offset(&v).ok_or_else(|| {
                     usage(format!(
                         "--error-log-utc-offset: {v:?} is not an offset like +0100 or -0530"
                     ))
-                })?;
+                })?);
             }
             _ if flag.starts_with('-') => {
                 return Err(usage(format!("unknown option {flag}")));
@@ -176,6 +214,8 @@ pub fn parse_args(args: &[OsString]) -> Result<Command, UsageError> {
         json,
         window_ms,
         error_offset_s,
+        fail_timeout_ms,
+        servers,
     }))
 }
 
@@ -215,6 +255,9 @@ mod tests {
             "--error-log-utc-offset",
             "+0100",
             "--json",
+            "--fail-timeout-ms=30000",
+            "--upstream-server",
+            "be=be.example.com",
         ]);
         assert_eq!(
             c.access_logs,
@@ -222,10 +265,16 @@ mod tests {
         );
         assert_eq!(c.error_logs, [PathBuf::from("e.log")]);
         assert_eq!(c.window_ms, 500);
-        assert_eq!(c.error_offset_s, 3_600);
+        assert_eq!(c.error_offset_s, Some(3_600));
+        assert_eq!(c.fail_timeout_ms, 30_000);
+        assert_eq!(
+            c.servers,
+            [("be".to_string(), "be.example.com".to_string())]
+        );
         assert!(c.json);
         let d = run(&["--error-log", "e.log"]);
         assert_eq!((d.window_ms, d.json, d.log_format), (2_000, false, None));
+        assert_eq!((d.error_offset_s, d.fail_timeout_ms), (None, 10_000));
         assert_eq!(parse_args(&args(&["-h"])), Ok(Command::Help));
     }
 
@@ -243,6 +292,8 @@ mod tests {
         assert!(error(&["--error-log", "e", "--window-ms", "x"]).contains("--window-ms"));
         assert!(error(&["--error-log", "e", "--error-log-utc-offset", "1"]).contains("offset"));
         assert!(error(&["--error-log", "e", "--bogus"]).contains("unknown option --bogus"));
+        assert!(error(&["--error-log", "e", "--upstream-server", "be"]).contains("UPSTREAM=NAME"));
+        assert!(error(&["--error-log", "e", "--fail-timeout-ms", "-1"]).contains("fail-timeout"));
         assert!(error(&["e.log"]).contains("unexpected argument e.log"));
         assert!(error(&["--error-log", "e", "--json=yes"]).contains("--json takes no value"));
     }

@@ -1,32 +1,51 @@
 //! The streaming pass over the logs: every line is parsed and then either
-//! dropped or reduced to what classification needs, so memory stays flat
-//! in the size of the logs.
+//! dropped or reduced to a small fixed-size record, so memory stays flat in
+//! the size of the logs.
 //!
-//! Kept: the access entries with status 502 or 504 (and their lines), the
-//! error lines of the kinds the classifier reads (no live upstreams,
-//! resolver, disabled, peer errors), the per-second address
-//! [`Timeline`], and per-file line counts with the first unparseable line.
+//! Kept: one [`Failure`] record (about 60 bytes, no text) per access entry
+//! with status 502 or 504; one [`KeptError`] record per error line of the
+//! kinds the classifier reads (no live upstreams, resolver, disabled, peer
+//! errors); the per-second address [`Timeline`]; a table of distinct short
+//! strings (`$upstream_addr` values of failures, upstream hosts, resolver
+//! names); per-file line counts with the first unparseable line. Request
+//! lines and clients are kept as 64-bit hashes, for joins. The text of a
+//! line is never kept here: each record knows its [`Source`], and the
+//! report reads back the few lines it shows as evidence
+//! ([`crate::Analysis::wanted`]).
 
-use std::collections::BTreeSet;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 
-use crate::access::{AccessEntry, AccessParser};
-use crate::errorlog::{self, ErrorLine, Kind};
+use crate::access::{self, AccessParser, Hop, TimeSource};
+use crate::errorlog::{self, Kind};
+use crate::timefmt;
 use crate::timeline::Timeline;
 
 /// Settings of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
-    /// How far around an incident to look, in milliseconds.
+    /// How far around an incident to look for address changes, in
+    /// milliseconds.
     pub window_ms: i64,
-    /// The error log's offset east of UTC, in seconds.
-    pub error_offset_s: i32,
+    /// The error log's offset east of UTC in seconds, if the operator gave
+    /// it (`--error-log-utc-offset`); else the tool works it out.
+    pub error_offset_s: Option<i32>,
+    /// How far back failures of a peer still count (nginx's
+    /// `fail_timeout`, default 10 s), in milliseconds.
+    pub fail_timeout_ms: i64,
+    /// `(upstream, NAME)` pairs: `upstream` has `server NAME resolve`
+    /// (`--upstream-server`).
+    pub servers: Vec<(String, String)>,
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
             window_ms: 2_000,
-            error_offset_s: 0,
+            error_offset_s: None,
+            fail_timeout_ms: 10_000,
+            servers: Vec::new(),
         }
     }
 }
@@ -55,22 +74,181 @@ pub struct FileStats {
     pub first_unparsed: Option<(u64, String)>,
 }
 
-/// A 502/504 access entry and its line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Failure {
-    /// The parsed entry.
-    pub entry: AccessEntry,
-    /// The line as logged (clipped to [`KEEP_LINE`] bytes).
-    pub line: String,
+/// Where a line is: its file (the index in [`Collected::files`]) and its
+/// line number (from 1), packed in one word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Source(u64);
+
+impl Source {
+    const LINE_BITS: u32 = 44;
+
+    /// The source of line `line` of file `file`.
+    pub fn new(file: usize, line: u64) -> Source {
+        let file = (file as u64).min((1 << (64 - Self::LINE_BITS)) - 1);
+        Source(file << Self::LINE_BITS | line.min((1 << Self::LINE_BITS) - 1))
+    }
+
+    /// The file's index.
+    pub fn file(self) -> usize {
+        (self.0 >> Self::LINE_BITS) as usize
+    }
+
+    /// The line number, from 1.
+    pub fn line(self) -> u64 {
+        self.0 & ((1 << Self::LINE_BITS) - 1)
+    }
 }
 
-/// A kept error line and its text.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A 64-bit hash of a value, for joins (0 stands for "none").
+pub fn key(value: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish().max(1)
+}
+
+const NONE: u64 = 0;
+const NO_CONNECTION: u64 = u64::MAX;
+const NO_OFFSET: i32 = i32::MIN;
+
+/// A 502/504 access entry, reduced to fixed-size fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// Milliseconds since the epoch, UTC.
+    pub time_ms: i64,
+    connection: u64,
+    request_key: u64,
+    client_key: u64,
+    /// Where the line is.
+    pub source: Source,
+    offset_s: i32,
+    /// `$upstream_addr`, an id in [`Collected::strings`].
+    pub upstream_addr: u32,
+    /// The status.
+    pub status: u16,
+}
+
+impl Failure {
+    /// `$connection`, if in the format.
+    pub fn connection(&self) -> Option<u64> {
+        (self.connection != NO_CONNECTION).then_some(self.connection)
+    }
+
+    /// The hash of the unescaped `$request`, if in the format.
+    pub fn request_key(&self) -> Option<u64> {
+        (self.request_key != NONE).then_some(self.request_key)
+    }
+
+    /// The hash of `$remote_addr`, if in the format.
+    pub fn client_key(&self) -> Option<u64> {
+        (self.client_key != NONE).then_some(self.client_key)
+    }
+
+    /// The zone offset of the logged time (`$time_local`, `$time_iso8601`).
+    pub fn offset_s(&self) -> Option<i32> {
+        (self.offset_s != NO_OFFSET).then_some(self.offset_s)
+    }
+}
+
+/// What a kept error line says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// `no live upstreams`.
+    NoLive,
+    /// `NAME could not be resolved (...)`; `name` is an id in
+    /// [`Collected::strings`], `nxdomain` see [`Kind::Resolver`].
+    Resolver { name: u32, nxdomain: bool },
+    /// `upstream server temporarily disabled`.
+    Disabled,
+    /// A failed attempt at a peer.
+    PeerError,
+}
+
+/// An error line, reduced to fixed-size fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeptError {
-    /// The parsed line.
-    pub error: ErrorLine,
-    /// The line as logged (clipped to [`KEEP_LINE`] bytes).
-    pub line: String,
+    /// Milliseconds since the epoch, UTC (the error log's offset applied
+    /// by [`Collector::finish`]).
+    pub time_ms: i64,
+    connection: u64,
+    request_key: u64,
+    client_key: u64,
+    /// Where the line is.
+    pub source: Source,
+    upstream: u32,
+    /// What it says.
+    pub kind: ErrorKind,
+}
+
+const NO_STRING: u32 = u32::MAX;
+
+impl KeptError {
+    /// The `*CID` connection number.
+    pub fn connection(&self) -> Option<u64> {
+        (self.connection != NO_CONNECTION).then_some(self.connection)
+    }
+
+    /// The hash of `request: "..."`.
+    pub fn request_key(&self) -> Option<u64> {
+        (self.request_key != NONE).then_some(self.request_key)
+    }
+
+    /// The hash of `client: ...`.
+    pub fn client_key(&self) -> Option<u64> {
+        (self.client_key != NONE).then_some(self.client_key)
+    }
+
+    /// The host of `upstream: "..."` (an address or an upstream's name),
+    /// an id in [`Collected::strings`].
+    pub fn upstream(&self) -> Option<u32> {
+        (self.upstream != NO_STRING).then_some(self.upstream)
+    }
+}
+
+/// Distinct short strings, each kept once.
+#[derive(Clone, Debug, Default)]
+pub struct Strings {
+    ids: HashMap<Box<str>, u32>,
+    list: Vec<Box<str>>,
+    bytes: usize,
+}
+
+impl Strings {
+    /// The id of `s`, adding it if new.
+    pub fn id(&mut self, s: &str) -> u32 {
+        if let Some(id) = self.ids.get(s) {
+            return *id;
+        }
+        let id = u32::try_from(self.list.len()).unwrap_or(NO_STRING - 1);
+        self.list.push(s.into());
+        self.ids.insert(s.into(), id);
+        self.bytes += 2 * s.len() + 64;
+        id
+    }
+
+    /// The string of an id (`""` for an unknown id).
+    pub fn get(&self, id: u32) -> &str {
+        self.list.get(id as usize).map_or("", |s| s)
+    }
+
+    /// The id of `s`, if kept.
+    pub fn lookup(&self, s: &str) -> Option<u32> {
+        self.ids.get(s).copied()
+    }
+
+    /// How many strings.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Bytes held, approximately.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 /// The longest line kept as evidence.
@@ -90,11 +268,28 @@ pub fn clip(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// Where the error log's offset came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetBasis {
+    /// `--error-log-utc-offset`.
+    Given,
+    /// `no live upstreams` lines paired with their access 502s (by
+    /// connection, or by request line and client): the time difference.
+    Pairs,
+    /// The zone of the access log's `$time_local` / `$time_iso8601`:
+    /// nginx writes both logs in its local time.
+    AccessZone,
+    /// Nothing to learn from: UTC.
+    Default,
+}
+
 /// Everything the classifier reads, sorted by time.
 #[derive(Clone, Debug, Default)]
 pub struct Collected {
     /// The run's settings.
     pub options: Options,
+    /// The access parser (the report reads requests back with it).
+    pub parser: Option<AccessParser>,
     /// Whether the access format has `$connection`.
     pub has_connection: bool,
     /// Whether the access format has `$request`.
@@ -103,6 +298,9 @@ pub struct Collected {
     pub failures: Vec<Failure>,
     /// Error lines of kinds NoLive, Resolver, Disabled, PeerError, by time.
     pub errors: Vec<KeptError>,
+    /// `$upstream_addr` values of failures, upstream hosts of error lines,
+    /// resolver names.
+    pub strings: Strings,
     /// Addresses per second, and upstream universes.
     pub timeline: Timeline,
     /// One per file, in the order read.
@@ -113,12 +311,65 @@ pub struct Collected {
     pub access_entries: u64,
     /// The zone offsets access-log times were written with.
     pub access_offsets: BTreeSet<i32>,
+    /// The error log's offset east of UTC, in seconds, as applied.
+    pub error_offset_s: i32,
+    /// Where [`Collected::error_offset_s`] came from.
+    pub offset_basis: Option<OffsetBasis>,
+    /// What the pairs say: the offset, how many pairs agree, how many
+    /// pairs voted at all.
+    pub pairs_offset: Option<(i32, usize, usize)>,
+}
+
+impl Collected {
+    /// The time of a failure as logged.
+    pub fn failure_time_text(&self, f: &Failure) -> String {
+        let source = self.parser.as_ref().map(AccessParser::time_source);
+        match (source, f.offset_s()) {
+            (Some(TimeSource::Local), Some(off)) => timefmt::format_time_local(f.time_ms, off),
+            (Some(TimeSource::Iso8601), Some(off)) => timefmt::format_iso8601(f.time_ms, off),
+            _ => timefmt::format_msec(f.time_ms),
+        }
+    }
+
+    /// The time of an error line as logged.
+    pub fn error_time_text(&self, e: &KeptError) -> String {
+        timefmt::format_error_time(e.time_ms, self.error_offset_s)
+    }
+
+    /// A failure's `$upstream_addr`.
+    pub fn upstream_addr(&self, f: &Failure) -> &str {
+        self.strings.get(f.upstream_addr)
+    }
+
+    /// An error line's upstream host.
+    pub fn error_upstream(&self, e: &KeptError) -> Option<&str> {
+        e.upstream().map(|id| self.strings.get(id))
+    }
+
+    /// Bytes the collected state holds: every record, string and
+    /// timeline entry (the allocations' capacities, approximately).
+    pub fn kept_bytes(&self) -> usize {
+        let files: usize = self
+            .files
+            .iter()
+            .map(|f| {
+                std::mem::size_of::<FileStats>()
+                    + f.name.len()
+                    + f.first_unparsed.as_ref().map_or(0, |(_, t)| t.len())
+            })
+            .sum();
+        self.failures.capacity() * std::mem::size_of::<Failure>()
+            + self.errors.capacity() * std::mem::size_of::<KeptError>()
+            + self.strings.bytes()
+            + self.timeline.bytes()
+            + files
+            + 16 * self.access_offsets.len()
+    }
 }
 
 /// Feeds lines in, one file after another, then [`Collector::finish`].
 #[derive(Debug)]
 pub struct Collector {
-    parser: Option<AccessParser>,
     data: Collected,
 }
 
@@ -134,7 +385,11 @@ impl Collector {
             data.has_connection = p.has_connection();
             data.has_request = p.has_request();
         }
-        Collector { parser, data }
+        data.parser = parser;
+        for (u, _) in &data.options.servers {
+            data.timeline.note_name(u);
+        }
+        Collector { data }
     }
 
     /// Starts a file; its lines go to [`Collector::line`] with the id
@@ -153,19 +408,20 @@ impl Collector {
     /// Takes one line (bytes, any content) of file `file`.
     pub fn line(&mut self, file: usize, bytes: &[u8]) {
         let text = String::from_utf8_lossy(bytes);
-        let Some(kind) = self.data.files.get(file).map(|f| f.kind) else {
+        let Some(stats) = self.data.files.get_mut(file) else {
             return;
         };
+        stats.lines += 1;
+        let (kind, source) = (stats.kind, Source::new(file, stats.lines));
         let parsed = if text.trim().is_empty() {
             true
         } else {
             match kind {
-                LogKind::Access => self.access(&text),
-                LogKind::Error => self.error(&text),
+                LogKind::Access => self.access(&text, source),
+                LogKind::Error => self.error(&text, source),
             }
         };
         if let Some(stats) = self.data.files.get_mut(file) {
-            stats.lines += 1;
             if !parsed {
                 stats.unparsed += 1;
                 if stats.first_unparsed.is_none() {
@@ -176,56 +432,175 @@ impl Collector {
         }
     }
 
-    fn access(&mut self, text: &str) -> bool {
-        let Some(entry) = self.parser.as_ref().and_then(|p| p.parse_line(text)) else {
+    fn access(&mut self, text: &str, source: Source) -> bool {
+        let Some(entry) = self.data.parser.as_ref().and_then(|p| p.parse_line(text)) else {
             return false;
         };
-        self.data.access_entries += 1;
+        let data = &mut self.data;
+        data.access_entries += 1;
         if let Some(off) = entry.offset_s {
-            if self.data.access_offsets.len() < 8 {
-                self.data.access_offsets.insert(off);
+            if data.access_offsets.len() < 8 {
+                data.access_offsets.insert(off);
             }
         }
-        self.data
-            .timeline
-            .observe(&entry.upstream_addr, entry.time_ms);
+        data.timeline.observe(entry.upstream_addr, entry.time_ms);
         if entry.status == 502 || entry.status == 504 {
-            self.data.failures.push(Failure {
-                entry,
-                line: clip(text, KEEP_LINE).to_string(),
+            data.failures.push(Failure {
+                time_ms: entry.time_ms,
+                connection: entry
+                    .connection
+                    .filter(|c| *c != NO_CONNECTION)
+                    .unwrap_or(NO_CONNECTION),
+                request_key: entry.request.map_or(NONE, |r| key(&access::unescape(r))),
+                client_key: entry.remote_addr.map_or(NONE, key),
+                source,
+                offset_s: entry.offset_s.unwrap_or(NO_OFFSET),
+                upstream_addr: data.strings.id(clip(entry.upstream_addr, 512)),
+                status: entry.status,
             });
         }
         true
     }
 
-    fn error(&mut self, text: &str) -> bool {
-        let Some(error) = errorlog::parse_line(text, self.data.options.error_offset_s) else {
+    fn error(&mut self, text: &str, source: Source) -> bool {
+        // Read as UTC; the offset is applied in `finish`, once known.
+        let Some(error) = errorlog::parse_line(text, 0) else {
             return false;
         };
-        match error.kind {
-            Kind::Module => self.data.module_lines += 1,
-            Kind::Other => {}
-            Kind::NoLive | Kind::Resolver { .. } | Kind::Disabled | Kind::PeerError => {
-                if error.kind == Kind::NoLive {
-                    if let Some(u) = error.upstream.as_deref() {
-                        self.data.timeline.note_name(errorlog::upstream_host(u));
-                    }
-                }
-                self.data.errors.push(KeptError {
-                    error,
-                    line: clip(text, KEEP_LINE).to_string(),
-                });
+        let data = &mut self.data;
+        let kind = match &error.kind {
+            Kind::Module => {
+                data.module_lines += 1;
+                return true;
+            }
+            Kind::Other => return true,
+            Kind::NoLive => ErrorKind::NoLive,
+            Kind::Resolver { name, nxdomain } => ErrorKind::Resolver {
+                name: data.strings.id(clip(name, 256)),
+                nxdomain: *nxdomain,
+            },
+            Kind::Disabled => ErrorKind::Disabled,
+            Kind::PeerError => ErrorKind::PeerError,
+        };
+        let host = error.upstream.as_deref().map(errorlog::upstream_host);
+        if kind == ErrorKind::NoLive {
+            if let Some(u) = host {
+                data.timeline.note_name(u);
             }
         }
+        data.errors.push(KeptError {
+            time_ms: error.time_ms,
+            connection: error
+                .connection
+                .filter(|c| *c != NO_CONNECTION)
+                .unwrap_or(NO_CONNECTION),
+            request_key: error.request.as_deref().map_or(NONE, key),
+            client_key: error.client.as_deref().map_or(NONE, key),
+            source,
+            upstream: host.map_or(NO_STRING, |h| data.strings.id(clip(h, 256))),
+            kind,
+        });
         true
     }
 
-    /// Sorts what was kept by time and hands it over.
+    /// The collected state so far (for measuring it).
+    pub fn collected(&self) -> &Collected {
+        &self.data
+    }
+
+    /// Works out the error log's offset, applies it, sorts what was kept
+    /// by time and hands it over.
     pub fn finish(mut self) -> Collected {
-        self.data.failures.sort_by_key(|f| f.entry.time_ms);
-        self.data.errors.sort_by_key(|e| e.error.time_ms);
+        let data = &mut self.data;
+        data.failures.sort_by_key(|f| f.time_ms);
+        data.pairs_offset = learn_offset(data);
+        let zone = match data.access_offsets.len() {
+            1 => data.access_offsets.first().copied(),
+            _ => None,
+        };
+        let (offset, basis) = match (data.options.error_offset_s, data.pairs_offset, zone) {
+            (Some(given), _, _) => (given, OffsetBasis::Given),
+            (None, Some((pairs, _, _)), _) => (pairs, OffsetBasis::Pairs),
+            (None, None, Some(zone)) => (zone, OffsetBasis::AccessZone),
+            (None, None, None) => (0, OffsetBasis::Default),
+        };
+        data.error_offset_s = offset;
+        data.offset_basis = Some(basis);
+        for e in &mut data.errors {
+            e.time_ms -= i64::from(offset) * 1_000;
+        }
+        data.errors.sort_by_key(|e| e.time_ms);
+        data.timeline.seal();
         self.data
     }
+}
+
+/// Zone offsets run from -12:00 to +14:00 in steps of 15 minutes.
+const OFFSET_STEP_S: i32 = 900;
+
+/// Learns the error log's offset from `no live upstreams` lines (their
+/// times read as UTC) and the access 502s of the same requests: every
+/// line votes for each whole-quarter-hour offset that puts a matching 502
+/// (same connection, else same request line and client) within a second
+/// and a half of it. The offset most lines vote for wins if at least half
+/// the voting lines, and more than any other offset, back it. Returns the
+/// offset, its votes and the number of voting lines.
+fn learn_offset(data: &Collected) -> Option<(i32, usize, usize)> {
+    const MAX_LINES: usize = 20_000;
+    const TOLERANCE_MS: i64 = 1_500;
+    let refused = |f: &Failure| {
+        f.status == 502
+            && matches!(
+                access::last_group_hops(data.upstream_addr(f)).last(),
+                Some(Hop::Name(_))
+            )
+    };
+    let mut by_key: HashMap<(u64, u64), Vec<i64>> = HashMap::new();
+    let join_key = |conn: Option<u64>, req: Option<u64>, client: Option<u64>| {
+        if data.has_connection {
+            conn.map(|c| (c, 0))
+        } else if data.has_request {
+            req.map(|r| (r, client.unwrap_or(NONE)))
+        } else {
+            None
+        }
+    };
+    for f in data.failures.iter().filter(|f| refused(f)) {
+        if let Some(k) = join_key(f.connection(), f.request_key(), f.client_key()) {
+            by_key.entry(k).or_default().push(f.time_ms);
+        }
+    }
+    if by_key.is_empty() {
+        return None;
+    }
+    let mut votes: BTreeMap<i32, usize> = BTreeMap::new();
+    let mut voters = 0;
+    let lines = data.errors.iter().filter(|e| e.kind == ErrorKind::NoLive);
+    for e in lines.take(MAX_LINES) {
+        let Some(times) =
+            join_key(e.connection(), e.request_key(), e.client_key()).and_then(|k| by_key.get(&k))
+        else {
+            continue;
+        };
+        let mut voted = false;
+        for step in -48..=56 {
+            let offset = step * OFFSET_STEP_S;
+            // The line's second, shifted, and its middle.
+            let t = e.time_ms - i64::from(offset) * 1_000 + 500;
+            let i = times.partition_point(|x| *x < t - TOLERANCE_MS);
+            if times.get(i).is_some_and(|x| *x <= t + TOLERANCE_MS) {
+                *votes.entry(offset).or_default() += 1;
+                voted = true;
+            }
+        }
+        voters += usize::from(voted);
+    }
+    let mut ranked: Vec<(usize, i32)> = votes.into_iter().map(|(o, n)| (n, o)).collect();
+    ranked.sort_unstable_by(|a, b| b.cmp(a));
+    let (best, offset) = *ranked.first()?;
+    let runner_up = ranked.get(1).map_or(0, |r| r.0);
+    let needed = if data.has_connection { 1 } else { 3 };
+    (best >= needed && best * 2 >= voters && best > runner_up).then_some((offset, best, voters))
 }
 
 #[cfg(test)]
@@ -254,8 +629,14 @@ mod tests {
         );
         let d = c.finish();
         assert_eq!(d.failures.len(), 1);
-        assert_eq!(d.failures[0].line, "1.0 502 \"be\"");
+        let f = &d.failures[0];
+        assert_eq!(d.upstream_addr(f), "be");
+        assert_eq!((f.source.file(), f.source.line()), (a, 2));
+        assert_eq!(d.failure_time_text(f), "1.000");
         assert_eq!(d.errors.len(), 1, "notice and module lines are not kept");
+        assert_eq!(d.errors[0].source, Source::new(e, 3));
+        assert_eq!(d.error_upstream(&d.errors[0]), Some("api"));
+        assert_eq!(d.error_time_text(&d.errors[0]), "2026/12/01 07:00:00");
         assert_eq!(d.module_lines, 1);
         assert_eq!(d.access_entries, 2);
         assert_eq!(d.files[a].lines, 5);
@@ -266,6 +647,14 @@ mod tests {
         );
         assert_eq!(d.files[e].unparsed, 0);
         assert!(d.timeline.is_name("api") && d.timeline.is_name("be"));
+        assert_eq!(d.offset_basis, Some(OffsetBasis::Default));
+    }
+
+    #[test]
+    fn sources_pack_file_and_line() {
+        let s = Source::new(3, 12_345_678_901);
+        assert_eq!((s.file(), s.line()), (3, 12_345_678_901));
+        assert!(Source::new(0, 9) < Source::new(1, 1));
     }
 
     #[test]

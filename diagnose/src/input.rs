@@ -58,7 +58,16 @@ pub fn is_gzip(head: &[u8]) -> bool {
 
 /// Calls `each` with every line of the file at `path` (without its `\n`
 /// or `\r\n`), decompressing it if it is gzip.
-pub fn for_each_line(path: &Path, each: impl FnMut(&[u8])) -> Result<(), InputError> {
+pub fn for_each_line(path: &Path, mut each: impl FnMut(&[u8])) -> Result<(), InputError> {
+    for_each_line_while(path, |line| {
+        each(line);
+        true
+    })
+}
+
+/// Like [`for_each_line`], but stops after the first line for which
+/// `each` returns false.
+pub fn for_each_line_while(path: &Path, each: impl FnMut(&[u8]) -> bool) -> Result<(), InputError> {
     let fail = |problem| InputError {
         path: path.to_path_buf(),
         problem,
@@ -78,7 +87,7 @@ pub fn for_each_line(path: &Path, each: impl FnMut(&[u8])) -> Result<(), InputEr
     let stream = head.chain(file);
     if is_gzip(head) {
         let reader = BufReader::new(MultiGzDecoder::new(stream));
-        read_lines(reader, each).map_err(|e| {
+        read_lines_while(reader, each).map_err(|e| {
             fail(if e.kind() == io::ErrorKind::UnexpectedEof {
                 Problem::TruncatedGzip
             } else {
@@ -86,13 +95,25 @@ pub fn for_each_line(path: &Path, each: impl FnMut(&[u8])) -> Result<(), InputEr
             })
         })
     } else {
-        read_lines(BufReader::new(stream), each).map_err(|e| fail(Problem::Read(e)))
+        read_lines_while(BufReader::new(stream), each).map_err(|e| fail(Problem::Read(e)))
     }
 }
 
 /// Calls `each` with every line of `reader`, at most [`MAX_LINE`] bytes of
 /// each; a last line without `\n` counts.
-pub fn read_lines<R: BufRead>(mut reader: R, mut each: impl FnMut(&[u8])) -> io::Result<()> {
+pub fn read_lines<R: BufRead>(reader: R, mut each: impl FnMut(&[u8])) -> io::Result<()> {
+    read_lines_while(reader, |line| {
+        each(line);
+        true
+    })
+}
+
+/// Like [`read_lines`], but stops after the first line for which `each`
+/// returns false.
+pub fn read_lines_while<R: BufRead>(
+    mut reader: R,
+    mut each: impl FnMut(&[u8]) -> bool,
+) -> io::Result<()> {
     let mut line: Vec<u8> = Vec::new();
     let mut pending = false;
     loop {
@@ -115,18 +136,19 @@ pub fn read_lines<R: BufRead>(mut reader: R, mut each: impl FnMut(&[u8])) -> io:
         line.extend_from_slice(&chunk[..take.min(room)]);
         reader.consume(used);
         pending = !complete;
-        if complete {
-            emit(&mut line, &mut each);
+        if complete && !emit(&mut line, &mut each) {
+            return Ok(());
         }
     }
 }
 
-fn emit(line: &mut Vec<u8>, each: &mut impl FnMut(&[u8])) {
+fn emit(line: &mut Vec<u8>, each: &mut impl FnMut(&[u8]) -> bool) -> bool {
     if line.last() == Some(&b'\r') {
         line.pop();
     }
-    each(line);
+    let more = each(line);
     line.clear();
+    more
 }
 
 #[cfg(test)]
@@ -155,6 +177,17 @@ mod tests {
         assert_eq!(l.len(), 2);
         assert_eq!(l[0].len(), MAX_LINE);
         assert_eq!(l[1], b"short");
+    }
+
+    #[test]
+    fn stops_when_asked() {
+        let mut seen = Vec::new();
+        read_lines_while(&b"a\nb\nc\n"[..], |l| {
+            seen.push(l.to_vec());
+            seen.len() < 2
+        })
+        .expect("in memory");
+        assert_eq!(seen, [b"a", b"b"]);
     }
 
     #[test]

@@ -25,29 +25,132 @@ pub mod report;
 pub mod timefmt;
 pub mod timeline;
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
 
 use access::AccessParser;
-use classify::Incident;
+use classify::{Family, Incident};
 use cli::{Cli, Command};
-use collect::{Collected, Collector, LogKind, Options};
+use collect::{clip, Collected, Collector, LogKind, Options, Source, KEEP_LINE};
 use input::InputError;
 
-/// The outcome of a run: what was kept, and the classified incidents.
+/// The outcome of a run: what was kept, the classified incidents, and the
+/// text of the lines the report shows.
 #[derive(Clone, Debug)]
 pub struct Analysis {
     /// What the streaming pass kept.
     pub data: Collected,
     /// Every 502/504, by time.
     pub incidents: Vec<Incident>,
+    /// The text of the lines the report shows (see [`Analysis::wanted`]).
+    pub evidence: HashMap<Source, String>,
+    /// Lines whose request the incidents wait for: the incidents' indices.
+    pending: HashMap<Source, Vec<usize>>,
 }
 
 /// Classifies what a [`Collector`] gathered.
 pub fn analyze(data: Collected) -> Analysis {
     let incidents = classify::classify(&data);
-    Analysis { data, incidents }
+    Analysis {
+        data,
+        incidents,
+        evidence: HashMap::new(),
+        pending: HashMap::new(),
+    }
+}
+
+impl Analysis {
+    /// The example the report shows per upstream and family: the index of
+    /// its first incident.
+    pub fn examples(&self) -> BTreeMap<(&str, Family), usize> {
+        let mut out: BTreeMap<(&str, Family), usize> = BTreeMap::new();
+        for (i, inc) in self.incidents.iter().enumerate() {
+            out.entry((inc.upstream.as_str(), inc.family)).or_insert(i);
+        }
+        out
+    }
+
+    /// The lines to read back, by file: the examples' access, own and
+    /// nearby lines, and, with `requests`, every incident's access or
+    /// `no live upstreams` line for its request. Give each one to
+    /// [`Analysis::supply`].
+    pub fn wanted(&mut self, requests: bool) -> BTreeMap<usize, BTreeSet<u64>> {
+        let mut sources: Vec<Source> = Vec::new();
+        let examples: BTreeSet<usize> = self.examples().into_values().collect();
+        for &i in &examples {
+            let inc = &self.incidents[i];
+            sources.extend(
+                inc.access
+                    .and_then(|a| self.data.failures.get(a))
+                    .map(|f| f.source),
+            );
+            sources.extend(
+                inc.own_errors
+                    .iter()
+                    .chain(&inc.nearby)
+                    .filter_map(|e| self.data.errors.get(*e))
+                    .map(|e| e.source),
+            );
+        }
+        let mut pending: HashMap<Source, Vec<usize>> = HashMap::new();
+        for (i, inc) in self.incidents.iter().enumerate() {
+            if !requests && !examples.contains(&i) {
+                continue;
+            }
+            let source = match (inc.access, inc.no_live) {
+                (Some(a), _) => self.data.failures.get(a).map(|f| f.source),
+                (None, Some(e)) => self.data.errors.get(e).map(|e| e.source),
+                _ => None,
+            };
+            if let Some(s) = source {
+                pending.entry(s).or_default().push(i);
+                sources.push(s);
+            }
+        }
+        self.pending = pending;
+        let mut out: BTreeMap<usize, BTreeSet<u64>> = BTreeMap::new();
+        for s in sources {
+            out.entry(s.file()).or_default().insert(s.line());
+        }
+        out
+    }
+
+    /// The text of a line [`Analysis::wanted`] asked for.
+    pub fn supply(&mut self, source: Source, text: &str) {
+        if let Some(list) = self.pending.remove(&source) {
+            let request = self.request_of(source, text);
+            for i in list {
+                if let Some(inc) = self.incidents.get_mut(i) {
+                    inc.request.clone_from(&request);
+                }
+            }
+        }
+        self.evidence
+            .insert(source, clip(text, KEEP_LINE).to_string());
+    }
+
+    fn request_of(&self, source: Source, text: &str) -> String {
+        let access = self
+            .data
+            .files
+            .get(source.file())
+            .is_some_and(|f| f.kind == LogKind::Access);
+        if access {
+            let entry = self.data.parser.as_ref().and_then(|p| p.parse_line(text));
+            entry.and_then(|e| e.request).unwrap_or("").to_string()
+        } else {
+            errorlog::parse_line(text, 0)
+                .and_then(|e| e.request)
+                .unwrap_or_default()
+        }
+    }
+
+    /// The text of a kept line, if read back.
+    pub fn text(&self, source: Source) -> Option<&str> {
+        self.evidence.get(&source).map(String::as_str)
+    }
 }
 
 /// Reads the files a command line names and classifies them.
@@ -59,17 +162,46 @@ pub fn analyze_files(cli: &Cli) -> Result<Analysis, Box<dyn std::error::Error>> 
     let options = Options {
         window_ms: cli.window_ms,
         error_offset_s: cli.error_offset_s,
+        fail_timeout_ms: cli.fail_timeout_ms,
+        servers: cli.servers.clone(),
     };
     let mut collector = Collector::new(parser, options);
-    let files = cli
+    let files: Vec<(&Path, LogKind)> = cli
         .access_logs
         .iter()
-        .map(|p| (p, LogKind::Access))
-        .chain(cli.error_logs.iter().map(|p| (p, LogKind::Error)));
-    for (path, kind) in files {
-        read_file(&mut collector, path, kind)?;
+        .map(|p| (p.as_path(), LogKind::Access))
+        .chain(cli.error_logs.iter().map(|p| (p.as_path(), LogKind::Error)))
+        .collect();
+    for (path, kind) in &files {
+        read_file(&mut collector, path, *kind)?;
     }
-    Ok(analyze(collector.finish()))
+    let mut analysis = analyze(collector.finish());
+    read_back(&mut analysis, &files, cli.json)?;
+    Ok(analysis)
+}
+
+/// Reads the lines [`Analysis::wanted`] asks for from the files, in the
+/// order the collector numbered them; each file only up to its last
+/// wanted line.
+pub fn read_back(
+    analysis: &mut Analysis,
+    files: &[(&Path, LogKind)],
+    requests: bool,
+) -> Result<(), InputError> {
+    for (file, lines) in analysis.wanted(requests) {
+        let (Some((path, _)), Some(last)) = (files.get(file), lines.last().copied()) else {
+            continue;
+        };
+        let mut n = 0u64;
+        input::for_each_line_while(path, |line| {
+            n += 1;
+            if lines.contains(&n) {
+                analysis.supply(Source::new(file, n), &String::from_utf8_lossy(line));
+            }
+            n < last
+        })?;
+    }
+    Ok(())
 }
 
 /// Streams one file into the collector.

@@ -187,9 +187,10 @@ impl LogFormat {
                         Token::Literal(l) => Some(l.as_str()),
                         Token::Var(_) => None,
                     });
-                    let end = match next_literal {
-                        Some(l) => rest.find(l)?,
-                        None => rest.len(),
+                    let end = match (next_literal, token) {
+                        (Some(l), Token::Var(v)) if is_list_variable(v) => list_end(rest, l)?,
+                        (Some(l), _) => rest.find(l)?,
+                        (None, _) => rest.len(),
                     };
                     values.push(&rest[..end]);
                     rest = &rest[end..];
@@ -197,6 +198,52 @@ impl LogFormat {
             }
         }
         rest.is_empty().then_some(values)
+    }
+}
+
+/// Variables nginx writes as lists: one item per attempt separated by
+/// `", "`, one group per upstream (internal redirects) separated by
+/// `" : "` (ngx_http_upstream.c: `$upstream_addr`, `$upstream_status`, the
+/// `_time`, `_length` and `_bytes_` variables; the stream module's
+/// `$upstream_*` likewise).
+pub fn is_list_variable(name: &str) -> bool {
+    matches!(
+        name,
+        "upstream_addr"
+            | "upstream_status"
+            | "upstream_response_time"
+            | "upstream_connect_time"
+            | "upstream_header_time"
+            | "upstream_first_byte_time"
+            | "upstream_session_time"
+            | "upstream_response_length"
+            | "upstream_bytes_received"
+            | "upstream_bytes_sent"
+    )
+}
+
+/// Where a list variable's value ends in `rest`: at the first `literal`
+/// that is not part of a `", "` or `" : "` separator inside the list. So an
+/// unquoted `$upstream_addr ` takes `10.0.0.1:80, be : 10.0.0.2:80` whole.
+/// If every occurrence is inside a separator, the first one counts.
+fn list_end(rest: &str, literal: &str) -> Option<usize> {
+    let first = rest.find(literal)?;
+    let mut from = first;
+    loop {
+        let before = &rest[..from];
+        let after = &rest[from..];
+        let in_separator = after.starts_with(", ")
+            || (before.ends_with(',') && after.starts_with(' '))
+            || after.starts_with(" : ")
+            || (before.ends_with(' ') && after.starts_with(": "))
+            || (before.ends_with(" :") && after.starts_with(' '));
+        if !in_separator {
+            return Some(from);
+        }
+        match rest[from + 1..].find(literal) {
+            Some(i) => from = from + 1 + i,
+            None => return Some(first),
+        }
     }
 }
 
@@ -384,6 +431,42 @@ mod tests {
         assert_eq!(
             f.match_line("1.5 502 \"be\""),
             Some(vec!["1.5", "502", "be"])
+        );
+    }
+
+    #[test]
+    fn unquoted_lists_are_taken_whole() {
+        let f = LogFormat::parse(
+            "$remote_addr [$time_local] $status $upstream_addr $upstream_status $msec",
+        )
+        .expect("valid");
+        let line = "10.1.1.1 [01/Dec/2026:07:00:00 +0000] 502 10.0.0.1:80, be : 10.0.0.2:80, api 502, 502 : 200, - 1796108400.123";
+        assert_eq!(
+            f.match_line(line),
+            Some(vec![
+                "10.1.1.1",
+                "01/Dec/2026:07:00:00 +0000",
+                "502",
+                "10.0.0.1:80, be : 10.0.0.2:80, api",
+                "502, 502 : 200, -",
+                "1796108400.123"
+            ])
+        );
+        // Other variables still end at the first occurrence of the text.
+        let g = LogFormat::parse("$status $upstream_addr $remote_user $msec").expect("valid");
+        assert_eq!(
+            g.match_line("502 be x y 1.5"),
+            Some(vec!["502", "be", "x", "y 1.5"])
+        );
+        assert_eq!(
+            g.match_line("502 10.0.0.1:80, be - 1.5"),
+            Some(vec!["502", "10.0.0.1:80, be", "-", "1.5"])
+        );
+        // A literal that starts with a separator's text.
+        let h = LogFormat::parse("$upstream_addr,$status $msec").expect("valid");
+        assert_eq!(
+            h.match_line("10.0.0.1:80, be,502 1.5"),
+            Some(vec!["10.0.0.1:80, be", "502", "1.5"])
         );
     }
 }

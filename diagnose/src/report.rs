@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
 
-use crate::classify::{Family, Incident};
-use crate::collect::{clip, LogKind};
+use crate::classify::{self, Family, Incident};
+use crate::collect::{clip, ErrorKind, LogKind, OffsetBasis};
 use crate::timefmt::format_offset;
 use crate::Analysis;
 
@@ -101,17 +101,21 @@ pub fn human(analysis: &Analysis) -> String {
                 row.last.time_text
             );
         }
+        let text = |source| {
+            let t = analysis.text(source).unwrap_or("(not read back)");
+            clip(t, 400).to_string()
+        };
         for (family, row) in &rows {
             let i = row.first;
             let _ = writeln!(out, "  example of {}: {}", family.name(), i.reason);
             if let Some(f) = i.access.and_then(|a| data.failures.get(a)) {
-                let _ = writeln!(out, "    access:  {}", clip(&f.line, 400));
+                let _ = writeln!(out, "    access:  {}", text(f.source));
             }
             for e in i.own_errors.iter().filter_map(|e| data.errors.get(*e)) {
-                let _ = writeln!(out, "    error:   {}", clip(&e.line, 400));
+                let _ = writeln!(out, "    error:   {}", text(e.source));
             }
             for e in i.nearby.iter().filter_map(|e| data.errors.get(*e)) {
-                let _ = writeln!(out, "    nearby:  {}", clip(&e.line, 400));
+                let _ = writeln!(out, "    nearby:  {}", text(e.source));
             }
             let _ = writeln!(
                 out,
@@ -165,20 +169,26 @@ fn notes(analysis: &Analysis) -> Vec<String> {
         );
     }
     if has(LogKind::Error) {
-        let offset = data.options.error_offset_s;
-        let others: Vec<String> = data
-            .access_offsets
-            .iter()
-            .filter(|o| **o != offset)
-            .map(|o| format_offset(*o))
-            .collect();
-        if !others.is_empty() {
+        notes.extend(offset_notes(analysis));
+        let mut unattributed: BTreeMap<&str, usize> = BTreeMap::new();
+        for e in &data.errors {
+            if let ErrorKind::Resolver { name, .. } = e.kind {
+                let name = data.strings.get(name);
+                if classify::resolver_upstreams(data, name).is_empty() {
+                    *unattributed.entry(name).or_default() += 1;
+                }
+            }
+        }
+        if !unattributed.is_empty() {
+            let list: Vec<String> = unattributed
+                .iter()
+                .take(5)
+                .map(|(n, c)| format!("{n} ({c})"))
+                .collect();
             notes.push(format!(
-                "access-log times are in {} but error-log times are read as {}; if nginx \
-                 wrote both in the same zone, pass --error-log-utc-offset {}",
-                others.join(", "),
-                format_offset(offset),
-                others[0]
+                "resolver errors for {} are tied to no upstream; if an upstream has `server \
+                 NAME resolve`, pass --upstream-server UPSTREAM=NAME so they count for it",
+                list.join(", ")
             ));
         }
         if has(LogKind::Access) && !data.has_connection {
@@ -187,6 +197,80 @@ fn notes(analysis: &Analysis) -> Vec<String> {
                  lines by request line and client, or by time"
                     .into(),
             );
+        }
+    }
+    notes
+}
+
+/// What the report says about the error log's time zone.
+fn offset_notes(analysis: &Analysis) -> Vec<String> {
+    let data = &analysis.data;
+    let mut notes = Vec::new();
+    let applied = format_offset(data.error_offset_s);
+    let zone = match data.access_offsets.len() {
+        1 => data.access_offsets.first().copied(),
+        _ => None,
+    };
+    let pairs = |p: &(i32, usize, usize)| {
+        format!(
+            "{} of {} `no live upstreams` lines meet their access 502 at {}",
+            p.1,
+            p.2,
+            format_offset(p.0)
+        )
+    };
+    match data.offset_basis {
+        Some(OffsetBasis::Given) => {
+            if let Some(p) = data.pairs_offset.filter(|p| p.0 != data.error_offset_s) {
+                notes.push(format!(
+                    "the error-log offset looks wrong: --error-log-utc-offset {applied} was \
+                     given, but {}; joins and windows may miss",
+                    pairs(&p)
+                ));
+            } else if let Some(z) = zone.filter(|z| *z != data.error_offset_s) {
+                notes.push(format!(
+                    "the error-log offset may be wrong: --error-log-utc-offset {applied} was \
+                     given, but the access log's times are in {}; if nginx wrote both in the \
+                     same zone, pass --error-log-utc-offset {}",
+                    format_offset(z),
+                    format_offset(z)
+                ));
+            }
+        }
+        Some(OffsetBasis::Pairs) => {
+            let p = data.pairs_offset.unwrap_or((data.error_offset_s, 0, 0));
+            let mut note = format!("error-log times read as {applied}, learnt: {}", pairs(&p));
+            if let Some(z) = zone.filter(|z| *z != data.error_offset_s) {
+                let _ = write!(
+                    note,
+                    " (the access log's zone is {}, which does not fit)",
+                    format_offset(z)
+                );
+            }
+            notes.push(note);
+        }
+        Some(OffsetBasis::AccessZone) => notes.push(format!(
+            "error-log times read as {applied}, the zone of the access log's times"
+        )),
+        Some(OffsetBasis::Default) | None => {
+            if data.access_offsets.len() > 1 {
+                let zones: Vec<String> = data
+                    .access_offsets
+                    .iter()
+                    .map(|o| format_offset(*o))
+                    .collect();
+                notes.push(format!(
+                    "access-log times are in several zones ({}); error-log times are read as \
+                     {applied}: pass --error-log-utc-offset",
+                    zones.join(", ")
+                ));
+            } else if data.files.iter().any(|f| f.kind == LogKind::Access) {
+                notes.push(format!(
+                    "error-log times read as {applied}: nothing to learn their zone from (no \
+                     $time_local or $time_iso8601, no `no live upstreams` line paired with its \
+                     502); if the error log is in local time, pass --error-log-utc-offset"
+                ));
+            }
         }
     }
     notes

@@ -4,12 +4,15 @@
 //! Memory grows with the span of time and the number of distinct
 //! addresses, not with the number of log lines: per second, each address
 //! that was the last hop of an entry is kept once, with the first and last
-//! millisecond it was seen in that second.
+//! millisecond it was seen in that second and how many entries it served.
 //!
 //! An upstream's *universe* is the set of addresses that appeared in the
 //! same `$upstream_addr` group as its name (`"A:80, be"` puts `A:80` in
-//! `be`'s universe). If the logs name exactly one upstream, every address
-//! hop belongs to it.
+//! `be`'s universe). An entry that ends with an address does not say which
+//! upstream served it, so an address *serves for* an upstream only when it
+//! is in that upstream's universe and no other's: an address two upstreams
+//! share says nothing about either one's changes. If the logs name exactly
+//! one upstream, every address belongs to it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -21,6 +24,40 @@ struct Seen {
     addr: u32,
     first_ms: u16,
     last_ms: u16,
+    count: u32,
+}
+
+/// Who an address serves for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    /// No upstream's universe holds it.
+    Nobody,
+    /// Exactly one upstream's (index into `name_list`).
+    One(u32),
+    /// Several upstreams'.
+    Shared,
+}
+
+/// The addresses one upstream served in one second, with how many entries
+/// each served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slice {
+    /// The second (since the epoch).
+    pub second: i64,
+    /// Address ids and counts.
+    pub addrs: Vec<(u32, u32)>,
+}
+
+impl Slice {
+    /// How many entries the second's addresses served.
+    pub fn total(&self) -> u64 {
+        self.addrs.iter().map(|(_, n)| u64::from(*n)).sum()
+    }
+
+    /// The address ids.
+    pub fn set(&self) -> BTreeSet<u32> {
+        self.addrs.iter().map(|(a, _)| *a).collect()
+    }
 }
 
 /// The per-second address record and the upstream universes.
@@ -32,6 +69,11 @@ pub struct Timeline {
     universes: BTreeMap<String, BTreeSet<u32>>,
     every_address: BTreeSet<u32>,
     names: BTreeSet<String>,
+    /// Filled by [`Timeline::seal`]: the names in order, and per address
+    /// who it serves for.
+    name_list: Vec<String>,
+    owners: Vec<Owner>,
+    sealed: bool,
 }
 
 impl Timeline {
@@ -47,6 +89,7 @@ impl Timeline {
         let id = u32::try_from(self.addrs.len()).unwrap_or(u32::MAX);
         self.addrs.push(addr.to_string());
         self.ids.insert(addr.to_string(), id);
+        self.sealed = false;
         id
     }
 
@@ -69,7 +112,9 @@ impl Timeline {
                 if let Hop::Name(n) = hop {
                     self.note_name(n);
                     if let Some(u) = self.universes.get_mut(*n) {
-                        u.extend(ids.iter().copied());
+                        for id in &ids {
+                            self.sealed &= !u.insert(*id);
+                        }
                     }
                 }
             }
@@ -89,11 +134,13 @@ impl Timeline {
             Some(s) => {
                 s.first_ms = s.first_ms.min(ms);
                 s.last_ms = s.last_ms.max(ms);
+                s.count = s.count.saturating_add(1);
             }
             None => slot.push(Seen {
                 addr,
                 first_ms: ms,
                 last_ms: ms,
+                count: 1,
             }),
         }
     }
@@ -103,6 +150,52 @@ impl Timeline {
         if !self.names.contains(name) {
             self.names.insert(name.to_string());
             self.universes.insert(name.to_string(), BTreeSet::new());
+            self.sealed = false;
+        }
+    }
+
+    /// Works out who each address serves for; queries call it when the
+    /// timeline changed since.
+    pub fn seal(&mut self) {
+        self.name_list = self.names.iter().cloned().collect();
+        let single = self.name_list.len() == 1;
+        self.owners = (0..self.addrs.len())
+            .map(|id| {
+                let id = id as u32;
+                if single {
+                    return Owner::One(0);
+                }
+                let mut owner = Owner::Nobody;
+                for (i, n) in self.name_list.iter().enumerate() {
+                    if self.universes.get(n).is_some_and(|u| u.contains(&id)) {
+                        owner = match owner {
+                            Owner::Nobody => Owner::One(i as u32),
+                            _ => Owner::Shared,
+                        };
+                    }
+                }
+                owner
+            })
+            .collect();
+        self.sealed = true;
+    }
+
+    /// Whether `addr` (an id) serves for `name` alone.
+    fn serves_for(&self, name: &str, addr: u32) -> bool {
+        if !self.sealed {
+            // Not sealed (a caller that skipped it): the slow, exact way.
+            return self.universe(name).is_some_and(|u| u.contains(&addr))
+                && (self.names.len() == 1
+                    || self
+                        .universes
+                        .iter()
+                        .all(|(n, u)| n == name || !u.contains(&addr)));
+        }
+        match self.owners.get(addr as usize) {
+            Some(Owner::One(i)) => {
+                self.name_list.get(*i as usize).map(String::as_str) == Some(name)
+            }
+            _ => false,
         }
     }
 
@@ -129,7 +222,7 @@ impl Timeline {
         self.universe(name).is_some_and(|u| !u.is_empty())
     }
 
-    /// Whether `addr` belongs to `name`'s universe.
+    /// Whether `addr` belongs to `name`'s universe (shared or not).
     pub fn in_universe(&self, name: &str, addr: &str) -> bool {
         match (self.universe(name), self.ids.get(addr)) {
             (Some(u), Some(id)) => u.contains(id),
@@ -142,38 +235,92 @@ impl Timeline {
         self.names.iter().any(|n| self.in_universe(n, addr))
     }
 
-    /// The first upstream (by name) whose universe holds `addr`.
+    /// The upstream `addr` serves for alone, else the first (by name)
+    /// whose universe holds it.
     pub fn upstream_of(&self, addr: &str) -> Option<&str> {
+        if let Some(id) = self.ids.get(addr) {
+            if let Some(n) = self.names.iter().find(|n| self.serves_for(n, *id)) {
+                return Some(n);
+            }
+        }
         self.names
             .iter()
             .find(|n| self.in_universe(n, addr))
             .map(String::as_str)
     }
 
-    /// The addresses of `name` seen (as an entry's last hop) between
-    /// `from_ms` and `to_ms`, both included.
-    pub fn seen(&self, name: &str, from_ms: i64, to_ms: i64) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        let Some(universe) = self.universe(name) else {
-            return out;
-        };
-        if from_ms > to_ms {
+    /// The text of an address id.
+    pub fn addr(&self, id: u32) -> &str {
+        self.addrs.get(id as usize).map_or("?", String::as_str)
+    }
+
+    /// The id of an address, if seen.
+    pub fn addr_id(&self, addr: &str) -> Option<u32> {
+        self.ids.get(addr).copied()
+    }
+
+    /// Per second, the addresses serving for `name` seen (as an entry's
+    /// last hop) between `from_ms` and `to_ms`, both included; seconds
+    /// with none are left out.
+    pub fn slices(&self, name: &str, from_ms: i64, to_ms: i64) -> Vec<Slice> {
+        let mut out = Vec::new();
+        if from_ms > to_ms || !self.names.contains(name) {
             return out;
         }
         let range = from_ms.div_euclid(1_000)..=to_ms.div_euclid(1_000);
         for (second, seen) in self.seconds.range(range) {
-            for s in seen {
-                let first = second * 1_000 + i64::from(s.first_ms);
-                let last = second * 1_000 + i64::from(s.last_ms);
-                let inside = |t: i64| (from_ms..=to_ms).contains(&t);
-                if (inside(first) || inside(last)) && universe.contains(&s.addr) {
-                    if let Some(a) = self.addrs.get(s.addr as usize) {
-                        out.insert(a.clone());
-                    }
-                }
+            let inside = |t: i64| (from_ms..=to_ms).contains(&t);
+            let addrs: Vec<(u32, u32)> = seen
+                .iter()
+                .filter(|s| {
+                    let first = second * 1_000 + i64::from(s.first_ms);
+                    let last = second * 1_000 + i64::from(s.last_ms);
+                    (inside(first) || inside(last)) && self.serves_for(name, s.addr)
+                })
+                .map(|s| (s.addr, s.count))
+                .collect();
+            if !addrs.is_empty() {
+                out.push(Slice {
+                    second: *second,
+                    addrs,
+                });
             }
         }
         out
+    }
+
+    /// The ids of the addresses serving for `name` seen between `from_ms`
+    /// and `to_ms`, both included.
+    pub fn seen_ids(&self, name: &str, from_ms: i64, to_ms: i64) -> BTreeSet<u32> {
+        self.slices(name, from_ms, to_ms)
+            .iter()
+            .flat_map(Slice::set)
+            .collect()
+    }
+
+    /// The addresses serving for `name` seen (as an entry's last hop)
+    /// between `from_ms` and `to_ms`, both included.
+    pub fn seen(&self, name: &str, from_ms: i64, to_ms: i64) -> BTreeSet<String> {
+        self.seen_ids(name, from_ms, to_ms)
+            .into_iter()
+            .map(|id| self.addr(id).to_string())
+            .collect()
+    }
+
+    /// Bytes held (approximately: the allocations' payloads).
+    pub fn bytes(&self) -> usize {
+        let strings: usize = self.addrs.iter().map(|a| 2 * (a.len() + 24) + 16).sum();
+        let seconds: usize = self
+            .seconds
+            .values()
+            .map(|v| 48 + v.capacity() * std::mem::size_of::<Seen>())
+            .sum();
+        let universes: usize = self
+            .universes
+            .iter()
+            .map(|(n, u)| n.len() + 48 + 8 * u.len())
+            .sum();
+        strings + seconds + universes + 8 * self.every_address.len() + 8 * self.owners.len()
     }
 }
 
@@ -228,5 +375,27 @@ mod tests {
         assert_eq!(t.seen("be", 5_500, 5_950).len(), 1, "last at 5_900");
         assert_eq!(t.seen("be", 5_000, 5_200).len(), 1, "first at 5_100");
         assert!(t.seen("be", 5_200, 5_800).is_empty());
+    }
+
+    #[test]
+    fn shared_addresses_serve_for_nobody() {
+        let mut t = Timeline::new();
+        t.observe("10.0.0.1:80, be", 0);
+        t.observe("10.0.0.2:80, be", 10);
+        t.observe("10.0.0.1:80, api", 20);
+        t.observe("10.0.0.1:80", 1_000);
+        t.observe("10.0.0.2:80", 1_100);
+        t.seal();
+        assert!(t.in_universe("api", "10.0.0.1:80"));
+        assert_eq!(
+            t.seen("be", 0, 2_000).into_iter().collect::<Vec<_>>(),
+            ["10.0.0.2:80"],
+            "10.0.0.1:80 is be's and api's: it says nothing about either"
+        );
+        assert!(t.seen("api", 0, 2_000).is_empty());
+        assert_eq!(t.upstream_of("10.0.0.2:80"), Some("be"));
+        let s = t.slices("be", 0, 2_000);
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].second, s[0].total()), (1, 1));
     }
 }

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use generation_retry_diagnose::access::AccessParser;
-use generation_retry_diagnose::collect::{Collector, LogKind, Options};
+use generation_retry_diagnose::collect::{Collector, LogKind, Options, Source};
 use generation_retry_diagnose::{analyze, Analysis};
 
 /// 2026-12-01T07:00:00Z in milliseconds.
@@ -22,6 +22,16 @@ pub const FORMAT_NO_CONN: &str =
 
 /// Only what is required.
 pub const FORMAT_BARE: &str = r#"$msec $status "$upstream_addr""#;
+
+/// Seconds only: `$time_local` is the only time.
+pub const FORMAT_LOCAL: &str =
+    r#"$remote_addr - - [$time_local] "$request" $status "$upstream_addr" $connection"#;
+
+/// `$msec` as the only time, with `$connection`.
+pub const FORMAT_MSEC: &str = r#"$msec $status "$upstream_addr" $connection"#;
+
+/// `$upstream_addr` without quotes around it.
+pub const FORMAT_UNQUOTED: &str = "$msec $status $upstream_addr $connection";
 
 pub const A: &str = "10.0.0.1:80";
 pub const B: &str = "10.0.0.2:80";
@@ -111,7 +121,7 @@ impl Logs {
         self.access
             .iter()
             .map(|l| {
-                let (rest, _conn) = l.rsplit_once(' ').expect("built line");
+                let (rest, conn) = l.rsplit_once(' ').expect("built line");
                 match format {
                     FORMAT => l.clone(),
                     FORMAT_NO_CONN => rest.to_string(),
@@ -121,33 +131,65 @@ impl Logs {
                         let fields = &head[q..];
                         format!("{ms} {fields}")
                     }
+                    FORMAT_LOCAL => {
+                        // `$remote_addr - - [$time_local] "$request" $status "$upstream_addr" $connection`
+                        let (head, _ms) = rest.rsplit_once(' ').expect("built line");
+                        format!("{head} {conn}")
+                    }
+                    FORMAT_MSEC => {
+                        let (head, ms) = rest.rsplit_once(' ').expect("built line");
+                        let q = head.find("\" ").expect("request end") + 2;
+                        format!("{ms} {} {conn}", &head[q..])
+                    }
+                    FORMAT_UNQUOTED => {
+                        // `$msec $status $upstream_addr $connection`, no quotes
+                        let (head, ms) = rest.rsplit_once(' ').expect("built line");
+                        let q = head.find("\" ").expect("request end") + 2;
+                        let fields = head[q..].replace('"', "");
+                        format!("{ms} {fields} {conn}")
+                    }
                     other => panic!("no rendering for {other}"),
                 }
             })
             .collect()
     }
 
-    /// Runs the collector and classifier over both logs.
+    /// Runs the collector and classifier over both logs, then reads back
+    /// the lines the report shows, as the CLI does from files.
     pub fn analyze_with(&self, format: &str, window_ms: i64) -> Analysis {
-        let parser = AccessParser::new(format).expect("valid format");
-        let mut c = Collector::new(
-            Some(parser),
+        self.analyze_opts(
+            format,
             Options {
                 window_ms,
-                error_offset_s: 0,
+                error_offset_s: Some(0),
+                ..Options::default()
             },
-        );
+        )
+    }
+
+    /// [`Logs::analyze_with`] with any options.
+    pub fn analyze_opts(&self, format: &str, options: Options) -> Analysis {
+        let parser = AccessParser::new(format).expect("valid format");
+        let mut c = Collector::new(Some(parser), options);
+        let access = self.render(format);
         let a = c.start_file("access.log", LogKind::Access);
-        for l in self.render(format) {
+        for l in &access {
             c.line(a, l.as_bytes());
         }
         let e = c.start_file("error.log", LogKind::Error);
         for l in &self.error {
             c.line(e, l.as_bytes());
         }
-        let analysis = analyze(c.finish());
+        let mut analysis = analyze(c.finish());
         for f in &analysis.data.files {
             assert_eq!(f.unparsed, 0, "{}: {:?}", f.name, f.first_unparsed);
+        }
+        for (file, lines) in analysis.wanted(true) {
+            let text = if file == a { &access } else { &self.error };
+            for n in lines {
+                let line = &text[n as usize - 1];
+                analysis.supply(Source::new(file, n), line);
+            }
         }
         analysis
     }
