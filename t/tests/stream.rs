@@ -258,30 +258,28 @@ async fn patched_nginx_does_not_try_a_primary_tried_before_the_change() {
 }
 
 async fn primary_tried_before_the_change(flavor: Flavor) {
-    {
-        let module = flavor.module.is_some();
-        let mut spec = StreamSpec::new(flavor, 2);
-        spec.primary = "max_fails=0".into();
-        if module {
-            spec.top = "generation_retry_resnapshot on;".into();
-        }
-        let mut lab = StreamLab::start(spec).await;
-        for _ in 0..2 {
-            let race = lab.race().await;
-            assert_rescued(&lab, &race);
-            if module {
-                let s = lab.status("stream", &race.upstream).await;
-                assert_eq!(
-                    (s.count(Counter::Rescued), s.count(Counter::Excluded)),
-                    (1, 1),
-                    "{s}"
-                );
-            } else {
-                assert_patch_line(&race);
-            }
-        }
-        lab.finish();
+    let module = flavor.module.is_some();
+    let mut spec = StreamSpec::new(flavor, 2);
+    spec.primary = "max_fails=0".into();
+    if module {
+        spec.top = "generation_retry_resnapshot on;".into();
     }
+    let mut lab = StreamLab::start(spec).await;
+    for _ in 0..2 {
+        let race = lab.race().await;
+        assert_rescued(&lab, &race);
+        if module {
+            let s = lab.status("stream", &race.upstream).await;
+            assert_eq!(
+                (s.count(Counter::Rescued), s.count(Counter::Excluded)),
+                (1, 1),
+                "{s}"
+            );
+        } else {
+            assert_patch_line(&race);
+        }
+    }
+    lab.finish();
 }
 
 /// Handing a tried peer back must not revive it. Two dead primaries
@@ -307,67 +305,65 @@ async fn patched_nginx_keeps_a_handed_back_dead_primary_dead() {
 }
 
 async fn dead_primary_handed_back(flavor: Flavor) {
-    {
-        let module = flavor.module.is_some();
-        // The first server of the list: a fresh round-robin state with equal
-        // weights picks it first.
-        let mut first = BlackHole::start().await;
-        let mut spec = StreamSpec::new(flavor, 1);
-        spec.pre = format!(
-            "server {HOLE}:{} max_conns=1 fail_timeout=1s;",
-            first.port()
-        );
-        spec.primary = "fail_timeout=1s".into();
-        spec.peers = 3;
-        if module {
-            spec.top = "generation_retry_resnapshot on;".into();
-        }
-        let mut lab = StreamLab::start(spec).await;
-        let addr = lab.addr(0);
-        let session = Session::open(addr, b"first".to_vec()).await;
-        // The session hangs at `first`; closed, it is refused there and
-        // moves on to the second primary, where it hangs.
-        let failed_first = Instant::now();
-        first.close();
-        let since = Instant::now();
-        lab.dns.set_a(NAME, NEW);
-        lab.dns
-            .wait_answered(NAME, &Answer::A(vec![NEW]), since, Duration::from_secs(10))
-            .await
-            .unwrap();
-        // A round trip through the worker: it has applied the answer.
-        lab.http.get("/applied").await;
-        // `first` becomes due for a check once its fail_timeout has passed
-        // in nginx's whole seconds (`now - checked > 1`): 2 s and a margin.
-        tokio::time::sleep_until((failed_first + Duration::from_millis(2200)).into()).await;
-        lab.hole.close();
-        let reply = session.reply(Duration::from_secs(10)).await.unwrap();
-        assert_eq!(
-            reply.split(),
-            Some((NEW, &b"first"[..])),
-            "the session was not rescued to the backup: {reply:?}\n{}",
-            lab.nginx.error_log()
-        );
-
-        let next = Session::open(addr, b"next".to_vec()).await;
-        let reply = next.reply(Duration::from_secs(10)).await.unwrap();
-        let entry = lab.stream_entry(addr.port(), reply.port).await;
-        assert_eq!(
-            entry.upstream_addr,
-            format!("{NEW}:{}", lab.backend.port()),
-            "the next session went to a dead primary first: {entry:?}\n{}",
-            lab.nginx.error_log()
-        );
-        if module {
-            let s = lab.status("stream", "be0").await;
-            assert_eq!(
-                (s.count(Counter::Rescued), s.count(Counter::Excluded)),
-                (1, 1),
-                "{s}"
-            );
-        }
-        lab.finish();
+    let module = flavor.module.is_some();
+    // The first server of the list: a fresh round-robin state with equal
+    // weights picks it first.
+    let mut first = BlackHole::start().await;
+    let mut spec = StreamSpec::new(flavor, 1);
+    spec.pre = format!(
+        "server {HOLE}:{} max_conns=1 fail_timeout=1s;",
+        first.port()
+    );
+    spec.primary = "fail_timeout=1s".into();
+    spec.peers = 3;
+    if module {
+        spec.top = "generation_retry_resnapshot on;".into();
     }
+    let mut lab = StreamLab::start(spec).await;
+    let addr = lab.addr(0);
+    let session = Session::open(addr, b"first".to_vec()).await;
+    // The session hangs at `first`; closed, it is refused there and
+    // moves on to the second primary, where it hangs.
+    let failed_first = Instant::now();
+    first.close();
+    let since = Instant::now();
+    lab.dns.set_a(NAME, NEW);
+    lab.dns
+        .wait_answered(NAME, &Answer::A(vec![NEW]), since, Duration::from_secs(10))
+        .await
+        .unwrap();
+    // A round trip through the worker: it has applied the answer.
+    lab.http.get("/applied").await;
+    // `first` becomes due for a check once its fail_timeout has passed
+    // in nginx's whole seconds (`now - checked > 1`): 2 s and a margin.
+    tokio::time::sleep_until((failed_first + Duration::from_millis(2200)).into()).await;
+    lab.hole.close();
+    let reply = session.reply(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        reply.split(),
+        Some((NEW, &b"first"[..])),
+        "the session was not rescued to the backup: {reply:?}\n{}",
+        lab.nginx.error_log()
+    );
+
+    let next = Session::open(addr, b"next".to_vec()).await;
+    let reply = next.reply(Duration::from_secs(10)).await.unwrap();
+    let entry = lab.stream_entry(addr.port(), reply.port).await;
+    assert_eq!(
+        entry.upstream_addr,
+        format!("{NEW}:{}", lab.backend.port()),
+        "the next session went to a dead primary first: {entry:?}\n{}",
+        lab.nginx.error_log()
+    );
+    if module {
+        let s = lab.status("stream", "be0").await;
+        assert_eq!(
+            (s.count(Counter::Rescued), s.count(Counter::Excluded)),
+            (1, 1),
+            "{s}"
+        );
+    }
+    lab.finish();
 }
 
 /// Non-regression guard: a check of the shared object's symbols, not of its
