@@ -619,16 +619,16 @@ impl<'a> Classifier<'a> {
     fn emptied(&self, u: &str, t: i64) -> Option<(usize, &'a str)> {
         let (ei, name) = self
             .errors_between(t - self.lookback, t + SECOND)
-            .filter_map(|ei| match self.data.errors[ei].kind {
+            .rev()
+            .find_map(|ei| match self.data.errors[ei].kind {
                 ErrorKind::Resolver {
                     name,
                     nxdomain: true,
                 } if self.resolver_concerns(name, u) => Some((ei, name)),
                 _ => None,
-            })
-            .last()?;
+            })?;
         let since = self.data.errors[ei].time_ms + SECOND;
-        let served = since <= t - 1 && !self.data.timeline.seen_ids(u, since, t - 1).is_empty();
+        let served = since < t && !self.data.timeline.seen_ids(u, since, t - 1).is_empty();
         (!served).then(|| (ei, self.data.strings.get(name)))
     }
 
@@ -656,9 +656,8 @@ impl<'a> Classifier<'a> {
                 return false;
             }
             let since = kept.time_ms + SECOND;
-            let served_since = id.is_some_and(|id| {
-                since <= t - 1 && timeline.seen_ids(u, since, t - 1).contains(&id)
-            });
+            let served_since =
+                id.is_some_and(|id| since < t && timeline.seen_ids(u, since, t - 1).contains(&id));
             !served_since
         })
     }

@@ -4,7 +4,9 @@
 //! commas, brackets, separators and non-UTF-8 bytes) and feeds them to the
 //! access-line parser, the error-line parser, the `log_format` parser and
 //! the whole collect-and-classify pass. None may panic: a panic fails the
-//! test. The seed is fixed, so a failure reproduces.
+//! test. The seed is fixed, so a failure reproduces. A second test writes
+//! such lines as gzip files (whole, cut short, and with flipped bytes) and
+//! runs the command over them.
 
 use generation_retry_diagnose::access::{self, AccessParser};
 use generation_retry_diagnose::collect::{Collector, LogKind, Options};
@@ -106,8 +108,8 @@ fn parsers_never_panic_on_20000_random_lines() {
         let line = String::from_utf8_lossy(&bytes);
         if let Some(e) = parser.parse_line(&line) {
             parsed[0] += 1;
-            let _ = access::last_group_hops(&e.upstream_addr);
-            let _ = access::unescape(e.request.as_deref().unwrap_or(""));
+            let _ = access::last_group_hops(e.upstream_addr);
+            let _ = access::unescape(e.request.unwrap_or(""));
         }
         if let Some(e) = errorlog::parse_line(&line, rng.below(3) as i32 * 3_600 - 3_600) {
             parsed[1] += 1;
@@ -125,4 +127,70 @@ fn parsers_never_panic_on_20000_random_lines() {
     assert!(!analysis.incidents.is_empty());
     let _ = report::human(&analysis);
     let _ = report::json(&analysis).to_string();
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(data).expect("in memory");
+    enc.finish().expect("in memory")
+}
+
+/// Random and mutated lines through the whole command, from gzip files:
+/// whole (all read, exit 0), truncated and corrupted (exit 1 naming the
+/// file, or 0 when the damage still decodes). Never a panic.
+#[test]
+fn gzip_input_never_panics() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let dir = std::env::temp_dir().join(format!("grd-fuzz-gz-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let mut ran = 0;
+    for round in 0..12 {
+        let mut text = Vec::new();
+        for n in 0..400 {
+            let line = if n % 7 == 0 {
+                random_bytes(&mut rng)
+            } else {
+                let seed = SEEDS[rng.below(SEEDS.len())];
+                mutate(&mut rng, seed.as_bytes())
+            };
+            text.extend_from_slice(&line);
+            text.push(b'\n');
+        }
+        let mut gz = gzip(&text);
+        match round % 3 {
+            1 => gz.truncate(rng.below(gz.len())),
+            2 => {
+                for _ in 0..=rng.below(6) {
+                    let at = rng.below(gz.len());
+                    gz[at] ^= 1 << rng.below(8);
+                }
+            }
+            _ => {}
+        }
+        let path = dir.join(format!("log{round}.gz"));
+        std::fs::write(&path, &gz).expect("write");
+        let p = path.display().to_string();
+        for args in [
+            vec!["--access-log", &p, "--log-format", FORMAT, "--json"],
+            vec!["--error-log", &p],
+        ] {
+            let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let status = generation_retry_diagnose::run(&args, &mut out, &mut err);
+            let err = String::from_utf8_lossy(&err);
+            match status {
+                0 => assert!(!out.is_empty()),
+                1 => assert!(err.contains(&p), "{err}"),
+                other => panic!("status {other}: {err}"),
+            }
+            if round % 3 == 0 {
+                assert_eq!(status, 0, "a whole gzip file reads: {err}");
+            }
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, 24);
+    let _ = std::fs::remove_dir_all(&dir);
 }
