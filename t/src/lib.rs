@@ -1,7 +1,8 @@
 //! The integration harness: each piece real and named after what it stands
 //! in for. [`nginx`] runs nginx 1.28.0, [`dns`] is the GSLB, [`backend`] the
 //! application servers, [`load`] the clients; [`accesslog`] and [`errorlog`]
-//! read what nginx wrote.
+//! read what nginx wrote; [`prometheus`] runs the real Prometheus and
+//! `promtool` against the status endpoint.
 
 pub mod accesslog;
 pub mod backend;
@@ -14,6 +15,7 @@ pub mod load;
 pub mod memcheck;
 pub mod metrics;
 pub mod nginx;
+pub mod prometheus;
 pub mod rng;
 pub mod scenario;
 pub mod shared;

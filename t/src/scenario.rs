@@ -100,6 +100,9 @@ pub struct Spec {
     pub daemon: bool,
     /// How [`Lab::start_spec`] knows nginx is ready.
     pub ready: Ready,
+    /// The inside of a `stream {}` block beside `http {}` (none when
+    /// empty; see [`Config::stream`]).
+    pub stream: String,
 }
 
 /// How a lab knows nginx holds the name's address.
@@ -116,6 +119,12 @@ pub enum Ready {
 impl Spec {
     pub fn http_extra(mut self, lines: &str) -> Spec {
         self.http_extra = lines.into();
+        self
+    }
+
+    /// A `stream {}` block with this inside, beside `http {}`.
+    pub fn stream(mut self, lines: &str) -> Spec {
+        self.stream = lines.into();
         self
     }
 
@@ -144,6 +153,7 @@ impl Spec {
             wrapper: Vec::new(),
             daemon: false,
             ready: Ready::Proxying,
+            stream: String::new(),
         }
     }
 
@@ -160,6 +170,7 @@ impl Spec {
             wrapper: Vec::new(),
             daemon: false,
             ready: Ready::Proxying,
+            stream: String::new(),
         }
     }
 }
@@ -205,6 +216,7 @@ impl Lab {
             wrapper,
             daemon,
             ready,
+            stream,
         } = spec;
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
@@ -223,7 +235,9 @@ impl Lab {
         };
         let status = status_handler(flavor.module.is_some());
         let servers = without_default_keepalive(servers, keepalive, &pre, &extra);
-        let mut config = Config::new(flavor, PROXY_HTTP).var("SERVERS", servers);
+        let mut config = Config::new(flavor, PROXY_HTTP)
+            .var("SERVERS", servers)
+            .stream(stream);
         config.daemon = daemon;
         if !wrapper.is_empty() {
             // A cost measurement: log the same line with and without module.

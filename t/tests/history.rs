@@ -81,6 +81,7 @@ fn rows(balancer: &'static str, fix: Fix) -> Vec<Row> {
         } else {
             Ready::Proxying
         },
+        stream: String::new(),
     };
     let with_keepalive = format!("{WEIGHTED}\n        keepalive 16;");
     let row = |name: &str, spec: Spec| Row {
