@@ -161,6 +161,9 @@ fn static_upstreams(names: &[String], zone: &str) -> String {
 /// 200 http and 200 stream upstreams, and the odd names in both
 /// protocols: `promtool check metrics` accepts the page, and every name
 /// comes back exactly, from the text and from the JSON.
+///
+/// Non-regression guard: the page's format and escaping, every counter at
+/// 0; nothing here needs a selection wrapped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promtool_accepts_the_exposition_of_many_upstreams_with_odd_names() {
     let plain: Vec<String> = (0..200).map(|i| format!("up{i}")).collect();
@@ -293,6 +296,8 @@ fn doc_anchors() -> BTreeSet<String> {
 /// contrib/prometheus; every alert has a firing and a silent unit case and
 /// a runbook section; and the unit tests catch a broken rule (the
 /// off-to-on term of GenerationRetryRescuesFailing removed).
+///
+/// Non-regression guard: the rule files and promtool alone, no nginx.
 #[test]
 fn rules_pass_promtool_and_their_unit_tests() {
     let alerts = contrib("prometheus/alerts.yml");
