@@ -169,8 +169,8 @@ fn main() -> std::io::Result<()> {
                 None,
             );
         }
-        if n % 3 == 0 {
-            if wiped && n % 30 == 0 {
+        if n.is_multiple_of(3) {
+            if wiped && n.is_multiple_of(30) {
                 let c = out.access(ms, 502, "api", "/api");
                 out.error(
                     ms,

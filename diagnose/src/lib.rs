@@ -176,32 +176,32 @@ pub fn analyze_files(cli: &Cli) -> Result<Analysis, Box<dyn std::error::Error>> 
         read_file(&mut collector, path, *kind)?;
     }
     let mut analysis = analyze(collector.finish());
-    read_back(&mut analysis, &files, cli.json)?;
+    read_back(&mut analysis, &files, cli.json);
     Ok(analysis)
 }
 
 /// Reads the lines [`Analysis::wanted`] asks for from the files, in the
 /// order the collector numbered them; each file only up to its last
-/// wanted line.
-pub fn read_back(
-    analysis: &mut Analysis,
-    files: &[(&Path, LogKind)],
-    requests: bool,
-) -> Result<(), InputError> {
+/// wanted line. Only regular files are read again (a pipe is consumed);
+/// a file that cannot be read again leaves its lines unshown, it does
+/// not fail the run.
+pub fn read_back(analysis: &mut Analysis, files: &[(&Path, LogKind)], requests: bool) {
     for (file, lines) in analysis.wanted(requests) {
         let (Some((path, _)), Some(last)) = (files.get(file), lines.last().copied()) else {
             continue;
         };
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
         let mut n = 0u64;
-        input::for_each_line_while(path, |line| {
+        let _ = input::for_each_line_while(path, |line| {
             n += 1;
             if lines.contains(&n) {
                 analysis.supply(Source::new(file, n), &String::from_utf8_lossy(line));
             }
             n < last
-        })?;
+        });
     }
-    Ok(())
 }
 
 /// Streams one file into the collector.
