@@ -297,7 +297,7 @@ arms! {
         ..HTTP
     },
     /// Labelled logs: plain connect failures, family `other`. A second
-    /// peer refuses every connection (nothing listens on 127.0.0.9:1;
+    /// peer refuses every connection (nothing listens on 127.0.0.1:9, discard;
     /// neither peer is ever marked down) and
     /// `proxy_next_upstream off` answers each failed attempt, refused or
     /// reclaimed, with a 502 of one address, while the name keeps
@@ -306,7 +306,7 @@ arms! {
         name: "observe:connect-refused",
         build: Build::Module("off"),
         server_params: " max_fails=0",
-        upstream_line: "server 127.0.0.9:1 max_fails=0;",
+        upstream_line: "server 127.0.0.1:9 max_fails=0;",
         location_line: "proxy_next_upstream off;",
         labels: true,
         claims: &[
