@@ -835,18 +835,36 @@ async fn a_real_prometheus_scrapes_a_lab_run_across_a_reload() {
         "the lab's status page",
     );
 
-    // The rules: every alert active exactly where the lab made it true.
+    check_rules(&prom, &nginx, &empty, &dead).await;
+    let exprs = check_dashboard(&prom, &nginx).await;
+    eprintln!(
+        "prometheus lab: {} requests, be rescued {rescued} (lines {be_lines}), obs failed \
+         {obs_failed} ({obs_502} 502s), {} dashboard expressions, {:.1} s",
+        sent.len(),
+        exprs,
+        started.elapsed().as_secs_f64()
+    );
+    drop(prom);
+    lab.finish();
+}
+
+/// The rules loaded into the server, over the lab's data: every alert
+/// active exactly where the lab made it true (`nginx`'s upstreams, the
+/// `empty` and `dead` targets), every rule healthy, each alert with its
+/// annotations and runbook section, each expression returning data, and
+/// the recorded series saying what the lab did.
+async fn check_rules(prom: &Server, nginx: &str, empty: &str, dead: &str) {
     let mut want: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
     want.insert("GenerationRetryObserveModeFailing", set(&["obs/http"]));
     want.insert("GenerationRetryRescuesFailing", set(&["be/http"]));
     want.insert("GenerationRetryNoLiveUnavailable", set(&["down/http"]));
     want.insert("GenerationRetryNoLiveEmpty", set(&["be/http", "nx/http"]));
-    want.insert("GenerationRetryStatusDown", set(&[dead.as_str()]));
+    want.insert("GenerationRetryStatusDown", set(&[dead]));
     // By design silent while the job has targets (checked below through
     // the selector it wraps).
     want.insert("GenerationRetryStatusAbsent", BTreeSet::new());
-    want.insert("GenerationRetryNoUpstreamsCounted", set(&[empty.as_str()]));
+    want.insert("GenerationRetryNoUpstreamsCounted", set(&[empty]));
     let active = |alerts: &Value| -> BTreeMap<String, BTreeSet<String>> {
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for a in alerts["alerts"].as_array().into_iter().flatten() {
@@ -854,7 +872,7 @@ async fn a_real_prometheus_scrapes_a_lab_run_across_a_reload() {
                 serde_json::from_value(a["labels"].clone()).unwrap_or_default();
             out.entry(labels["alertname"].clone())
                 .or_default()
-                .insert(subject(&labels, &nginx));
+                .insert(subject(&labels, nginx));
         }
         out
     };
@@ -909,7 +927,7 @@ async fn a_real_prometheus_scrapes_a_lab_run_across_a_reload() {
             let expected = want
                 .get(name.as_str())
                 .unwrap_or_else(|| panic!("the test knows no alert {name}: add it to `want`"));
-            let got: BTreeSet<String> = answer.iter().map(|s| subject(&s.labels, &nginx)).collect();
+            let got: BTreeSet<String> = answer.iter().map(|s| subject(&s.labels, nginx)).collect();
             assert_eq!(&got, expected, "{name}: {query}");
             if expected.is_empty() {
                 // absent(S) is empty exactly when S has data.
@@ -923,9 +941,7 @@ async fn a_real_prometheus_scrapes_a_lab_run_across_a_reload() {
                 let instances: BTreeSet<&str> = data.iter().map(|s| s.label("instance")).collect();
                 assert_eq!(
                     instances,
-                    [nginx.as_str(), empty.as_str(), dead.as_str()]
-                        .into_iter()
-                        .collect(),
+                    [nginx, empty, dead].into_iter().collect(),
                     "{inner}"
                 );
             }
@@ -959,7 +975,7 @@ async fn a_real_prometheus_scrapes_a_lab_run_across_a_reload() {
         )
         .await
     {
-        ratio.insert(subject(&s.labels, &nginx), s.value());
+        ratio.insert(subject(&s.labels, nginx), s.value());
     }
     // Only where there were busy selections: be rescued all but one, obs
     // none.
@@ -974,9 +990,12 @@ async fn a_real_prometheus_scrapes_a_lab_run_across_a_reload() {
         "be's share rescued {be_ratio}"
     );
     assert_eq!(ratio["obs/http"], 0.0, "obs rescues nothing");
+}
 
-    // The dashboard: its variables and every panel's expression, with the
-    // lab's values and with "All", parse and return data.
+/// The dashboard over the lab's data: its variables, and every panel's
+/// expression with the lab's values (`nginx`, `be`, `http`) and with
+/// "All", parse and return data. Returns how many expressions it has.
+async fn check_dashboard(prom: &Server, nginx: &str) -> usize {
     let dashboard: Value = serde_json::from_str(
         &fs::read_to_string(contrib("grafana/generation-retry.json")).expect("dashboard"),
     )
@@ -991,7 +1010,7 @@ async fn a_real_prometheus_scrapes_a_lab_run_across_a_reload() {
     for v in ["datasource", "instance", "upstream", "protocol"] {
         assert!(names.contains(v), "no variable {v}: {names:?}");
     }
-    let instance_re = regex_of(&nginx);
+    let instance_re = regex_of(nginx);
     let specific = [
         ("instance", instance_re.as_str()),
         ("upstream", "be"),
@@ -1009,7 +1028,7 @@ async fn a_real_prometheus_scrapes_a_lab_run_across_a_reload() {
         let answer = prom.must(&substitute(query, &all), None).await;
         let values: BTreeSet<&str> = answer.iter().map(|s| s.label(label)).collect();
         let must_have = match label {
-            "instance" => nginx.as_str(),
+            "instance" => nginx,
             "upstream" => "be",
             _ => "http",
         };
@@ -1032,13 +1051,5 @@ async fn a_real_prometheus_scrapes_a_lab_run_across_a_reload() {
             assert!(!answer.is_empty(), "panel {title:?} returns nothing: {q}");
         }
     }
-    eprintln!(
-        "prometheus lab: {} requests, be rescued {rescued} (lines {be_lines}), obs failed \
-         {obs_failed} ({obs_502} 502s), {} dashboard expressions, {:.1} s",
-        sent.len(),
-        exprs.len(),
-        started.elapsed().as_secs_f64()
-    );
-    drop(prom);
-    lab.finish();
+    exprs.len()
 }
