@@ -48,6 +48,9 @@ pub struct AccessEntry<'a> {
     pub connection: Option<u64>,
     /// `$request_id`, if in the format and not `-`.
     pub request_id: Option<&'a str>,
+    /// `$request_time` in milliseconds, if in the format: the request
+    /// started this long before `time_ms`.
+    pub request_time_ms: Option<i64>,
 }
 
 /// Parses lines of one `log_format`.
@@ -64,6 +67,7 @@ pub struct AccessParser {
     remote_addr: Option<usize>,
     connection: Option<usize>,
     request_id: Option<usize>,
+    request_time: Option<usize>,
 }
 
 impl AccessParser {
@@ -95,6 +99,7 @@ impl AccessParser {
             remote_addr: format.position("remote_addr"),
             connection: format.position("connection"),
             request_id: format.position("request_id"),
+            request_time: format.position("request_time"),
             format,
         })
     }
@@ -102,6 +107,11 @@ impl AccessParser {
     /// Whether the format has `$connection` (joins then use it).
     pub fn has_connection(&self) -> bool {
         self.connection.is_some()
+    }
+
+    /// Whether the format has `$request_time`.
+    pub fn has_request_time(&self) -> bool {
+        self.request_time.is_some()
     }
 
     /// Whether the format has `$request`.
@@ -156,6 +166,7 @@ impl AccessParser {
             remote_addr: present(self.remote_addr),
             connection: self.connection.and_then(get).and_then(|v| v.parse().ok()),
             request_id: present(self.request_id),
+            request_time_ms: present(self.request_time).and_then(timefmt::parse_msec),
         })
     }
 }

@@ -136,10 +136,36 @@ struct Skeleton {
     shape: Shape,
     /// The address tried last before the refused selection.
     prev_addr: Option<String>,
+    /// Every address the request tried (its last group's).
+    tried: Vec<String>,
+    /// When the request started, with `$request_time`.
+    start_ms: Option<i64>,
     access: Option<usize>,
     no_live: Option<usize>,
     own_errors: Vec<usize>,
 }
+
+/// What the window around an incident showed of its upstream's
+/// addresses (the fallbacks when the request's own span says nothing).
+struct Around {
+    /// The served set changed in the window (see `Classifier::flip`).
+    changed: bool,
+    /// That change, in words.
+    change: String,
+    /// Addresses seen in the window before the incident.
+    peers: usize,
+}
+
+/// A family, why, and the error line that decided it.
+type Verdict = (Family, String, Option<usize>);
+
+/// How long before a request's start the addresses it could have been
+/// given are read (its list then).
+const HELD_MS: i64 = 500;
+
+/// How long after a refusal the new list's first selections are looked
+/// for: the next requests, at any rate worth diagnosing.
+const NEXT_MS: i64 = 250;
 
 /// Who a request is, to find its own error lines.
 struct RequestKey {
@@ -162,6 +188,9 @@ struct Classifier<'a> {
     /// Resolver names (ids) and the upstreams they are `server NAME
     /// resolve` of.
     resolves: HashMap<u32, BTreeSet<&'a str>>,
+    /// Per upstream, the times of its refused selections (502s whose last
+    /// hop is its name), sorted.
+    refusals: HashMap<&'a str, Vec<i64>>,
 }
 
 /// Classifies everything [`Collected`] kept; incidents come out by time.
@@ -197,6 +226,11 @@ pub fn resolver_upstreams<'a>(data: &'a Collected, name: &str) -> BTreeSet<&'a s
     if let Some(u) = data.timeline.names().get(name) {
         out.insert(u.as_str());
     }
+    // Logs of one upstream: its resolver lines are its own.
+    let names = data.timeline.names();
+    if out.is_empty() && names.len() == 1 {
+        out.extend(names.iter().map(String::as_str));
+    }
     out
 }
 
@@ -224,6 +258,17 @@ impl<'a> Classifier<'a> {
             }
         }
         let window = data.options.window_ms.max(0);
+        let mut refusals: HashMap<&'a str, Vec<i64>> = HashMap::new();
+        for f in &data.failures {
+            if let Some(Hop::Name(n)) = last_group_hops(data.upstream_addr(f)).last() {
+                if f.status == 502 {
+                    refusals.entry(*n).or_default().push(f.time_ms);
+                }
+            }
+        }
+        for list in refusals.values_mut() {
+            list.sort_unstable();
+        }
         Classifier {
             data,
             window,
@@ -239,6 +284,7 @@ impl<'a> Classifier<'a> {
             failures_by_conn,
             errors_by_conn,
             resolves,
+            refusals,
         }
     }
 
@@ -364,6 +410,13 @@ impl<'a> Classifier<'a> {
         let mut own_errors: Vec<usize> = joined.into_iter().collect();
         own_errors.extend(self.own_lines(&key, a.time_ms, joined));
         own_errors.sort_unstable();
+        let tried = hops
+            .iter()
+            .filter_map(|h| match h {
+                Hop::Addr(x) => Some(x.to_string()),
+                Hop::Name(_) => None,
+            })
+            .collect();
         Skeleton {
             time_ms: a.time_ms,
             time_text: self.data.failure_time_text(a),
@@ -372,6 +425,8 @@ impl<'a> Classifier<'a> {
             upstream_addr: upstream_addr.to_string(),
             shape,
             prev_addr,
+            tried,
+            start_ms: a.start_ms(),
             access: Some(fi),
             no_live: joined,
             own_errors,
@@ -406,6 +461,8 @@ impl<'a> Classifier<'a> {
             } else {
                 Shape::OneHop
             },
+            tried: prev_addr.iter().cloned().collect(),
+            start_ms: None,
             prev_addr,
             access: None,
             no_live: Some(ei),
@@ -483,19 +540,6 @@ impl<'a> Classifier<'a> {
         let sets_differ = !before.is_empty() && after_known && before != after;
         let flip = self.flip(u, t);
         let changed = sets_differ || prev_left || flip.is_some();
-        // Addresses that left or came around t: their failures are part of
-        // the change itself.
-        let mut moved: BTreeSet<u32> = if after_known {
-            before.difference(&after).copied().collect()
-        } else {
-            BTreeSet::new()
-        };
-        if prev_left {
-            moved.extend(prev_id);
-        }
-        if let Some((a, b)) = &flip {
-            moved.extend(a.symmetric_difference(b));
-        }
         let set = |ids: &BTreeSet<u32>| {
             if ids.is_empty() {
                 "{}".to_string()
@@ -513,69 +557,245 @@ impl<'a> Classifier<'a> {
             ),
             _ => format!("addresses {} -> {}", set(&before), set(&after)),
         };
-        let (family, reason, deciding) = if let Some((ei, name)) = self.emptied(u, t) {
-            (
-                Family::Empty,
-                format!(
-                    "{name} could not be resolved (3: Host not found) at {}, and no address of \
-                     {u} served since",
-                    self.data.error_time_text(&self.data.errors[ei])
-                ),
-                Some(ei),
-            )
-        } else if let Some(ei) = self.down_peer(s, u, &moved) {
-            let kept = &self.data.errors[ei];
-            let peer = self.data.error_upstream(kept).unwrap_or("a peer");
-            let what = match kept.kind {
-                ErrorKind::Disabled => "was temporarily disabled (max_fails)",
-                _ => "failed",
-            };
-            (
-                Family::Unavailable,
-                format!(
-                    "{peer} {what} at {} and has not served since",
-                    self.data.error_time_text(kept)
-                ),
-                Some(ei),
-            )
-        } else if !changed && before.len() >= 2 {
-            (
-                Family::Unavailable,
-                format!(
-                    "no address change and {} peers: all down ({change})",
-                    before.len()
-                ),
-                None,
-            )
-        } else if changed && s.shape == Shape::TwoHop {
-            (
-                Family::GenerationRetry,
-                match s.prev_addr.as_deref().filter(|_| prev_left) {
-                    Some(prev) => format!(
-                        "retry refused after {prev} failed, and {prev} served no more \
-                         ({change})"
-                    ),
-                    None => format!("retry refused while {change}"),
-                },
-                None,
-            )
-        } else if changed {
-            (
-                Family::GenerationFirst,
-                format!("selection refused while {change}"),
-                None,
-            )
-        } else {
-            (
-                Family::Other,
-                format!("no address change seen ({change})"),
-                None,
-            )
+        let ctx = Around {
+            changed,
+            change,
+            peers: before.len(),
+        };
+        let (family, reason, deciding) = match s.shape {
+            Shape::TwoHop => self.decide_retry(s, u, &ctx),
+            _ => self.decide_first(s, u, &ctx),
         };
         incident.family = family;
         incident.reason = reason;
         incident.nearby = self.nearby(s, Some(u), deciding);
         incident
+    }
+
+    /// A refused retry (2-hop). nginx refused it because the list's
+    /// generation moved since the request started, or because no peer of
+    /// an unchanged list was usable. So, in order:
+    ///
+    /// 1. an address served that the list did not hold when the request
+    ///    started, between its start and just after the refusal: the list
+    ///    changed in flight (`generation-retry`);
+    /// 2. an NXDOMAIN for the upstream's name in the seconds the request
+    ///    was in flight: the list emptied in flight, which is a change too
+    ///    (its first selection found a peer);
+    /// 3. a peer of the upstream disabled or failing within fail_timeout
+    ///    and not serving since: `unavailable`;
+    /// 4. else a list of one peer (nginx never marks a single peer down)
+    ///    or a change seen in the window: `generation-retry`; else
+    ///    `unavailable`.
+    fn decide_retry(&self, s: &Skeleton, u: &str, around: &Around) -> Verdict {
+        let t = s.time_ms;
+        let timeline = &self.data.timeline;
+        let start = s.start_ms.unwrap_or(t - self.window / 2).min(t);
+        let mut held = timeline.seen_ids(u, start - HELD_MS, start);
+        held.extend(s.tried.iter().filter_map(|a| timeline.addr_id(a)));
+        let came: Vec<u32> = timeline
+            .seen_ids(u, start + 1, t + NEXT_MS)
+            .difference(&held)
+            .copied()
+            .collect();
+        let names = |ids: &[u32]| {
+            ids.iter()
+                .map(|id| timeline.addr(*id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let held_v: Vec<u32> = held.iter().copied().collect();
+        let span = match s.start_ms {
+            Some(_) => format!("in flight for {} ms", t - start),
+            None => "in flight (no $request_time: assumed to start half a window before)".into(),
+        };
+        if !came.is_empty() {
+            return (
+                Family::GenerationRetry,
+                format!(
+                    "retry refused after {} failed; {} served from while the request was {span}, \
+                     and the list held {{{}}} when it started",
+                    s.prev_addr.as_deref().unwrap_or("an attempt"),
+                    names(&came),
+                    names(&held_v)
+                ),
+                None,
+            );
+        }
+        if let Some((ei, name)) = self.nxdomain_between(u, start - SECOND + 1, t) {
+            return (
+                Family::GenerationRetry,
+                format!(
+                    "{name} could not be resolved (3: Host not found) at {} while the request \
+                     was {span}: the list emptied after its first selection",
+                    self.data.error_time_text(&self.data.errors[ei])
+                ),
+                Some(ei),
+            );
+        }
+        // No change in flight: a peer out of service counts even where the
+        // window saw it leave (a disabled peer stops serving too).
+        if let Some(v) = self.unavailable(s, u, t, &BTreeSet::new()) {
+            return v;
+        }
+        if held.len() <= 1 || around.changed {
+            let why = if held.len() <= 1 {
+                format!(
+                    "the list held one peer ({}), which nginx never marks down, yet the retry \
+                     was refused: its generation moved",
+                    names(&held_v)
+                )
+            } else {
+                format!(
+                    "retry refused after {} failed, while {}",
+                    s.prev_addr.as_deref().unwrap_or("an attempt"),
+                    around.change
+                )
+            };
+            return (Family::GenerationRetry, why, None);
+        }
+        (
+            Family::Unavailable,
+            format!(
+                "retry refused with no change seen and {} peers: none usable ({})",
+                held.len(),
+                around.change
+            ),
+            None,
+        )
+    }
+
+    /// A refused first selection (1-hop), from the run of refusals it
+    /// belongs to (refusals of the upstream with no address served
+    /// between them), which began at `r0`:
+    ///
+    /// 1. with `$request_time`, an address that came while it was in
+    ///    flight: `generation-first`;
+    /// 2. an NXDOMAIN for the name at or before `r0` with nothing served
+    ///    since its second, or nothing ever served before `r0` while the
+    ///    name serves later (not resolved yet): `empty`;
+    /// 3. a peer disabled or failing within fail_timeout before `r0` and
+    ///    not serving since: `unavailable`;
+    /// 4. a change in the window: `generation-first`; else `unavailable`
+    ///    (down, `max_conns`: nothing logged).
+    fn decide_first(&self, s: &Skeleton, u: &str, around: &Around) -> Verdict {
+        let t = s.time_ms;
+        let timeline = &self.data.timeline;
+        if let Some(start) = s.start_ms.filter(|st| *st < t) {
+            let held = timeline.seen_ids(u, start - HELD_MS, start);
+            let came: BTreeSet<u32> = timeline
+                .seen_ids(u, start + 1, t)
+                .difference(&held)
+                .copied()
+                .collect();
+            if !came.is_empty() {
+                return (
+                    Family::GenerationFirst,
+                    format!(
+                        "selection refused {} ms after the request started, while {} came",
+                        t - start,
+                        came.iter()
+                            .map(|id| timeline.addr(*id))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    None,
+                );
+            }
+        }
+        let last = timeline.last_seen(u, t, self.lookback);
+        let r0 = self
+            .refusals
+            .get(u)
+            .and_then(|list| {
+                let from = list.partition_point(|x| last.is_some_and(|l| *x <= l));
+                list.get(from).copied()
+            })
+            .unwrap_or(t)
+            .min(t);
+        if let Some((ei, name)) = self.nxdomain_between(u, r0 - self.lookback, r0) {
+            let nx = self.data.errors[ei].time_ms;
+            if last.is_none_or(|l| l < nx + SECOND) {
+                return (
+                    Family::Empty,
+                    format!(
+                        "{name} could not be resolved (3: Host not found) at {}, and no address \
+                         of {u} served since: the list was empty",
+                        self.data.error_time_text(&self.data.errors[ei])
+                    ),
+                    Some(ei),
+                );
+            }
+        }
+        if last.is_none()
+            && timeline.last_seen(u, t - 1, i64::MAX / 4).is_none()
+            && !timeline.seen_ids(u, t, t + self.window).is_empty()
+        {
+            return (
+                Family::Empty,
+                format!("no address of {u} served before, and one serves just after: the name had not resolved yet"),
+                None,
+            );
+        }
+        // Every line counts here, also for an address a change moved: a
+        // run of refusals with nothing served is not a change in flight.
+        // The run's cause is read where it began, unless it has lasted
+        // longer than fail_timeout: then nginx tried the peers again, and
+        // the evidence must be as fresh as the refusal.
+        let at = if t - r0 > self.lookback { t } else { r0 };
+        if let Some(v) = self.unavailable(s, u, at, &BTreeSet::new()) {
+            return v;
+        }
+        if around.changed {
+            return (
+                Family::GenerationFirst,
+                format!("selection refused while {}", around.change),
+                None,
+            );
+        }
+        (
+            Family::Unavailable,
+            format!(
+                "selection refused with no change seen and {} peers seen: none usable (down, \
+                 max_fails, max_conns) ({})",
+                around.peers, around.change
+            ),
+            None,
+        )
+    }
+
+    /// `unavailable`, if a peer of `u` is out of service at `t` (see
+    /// [`Classifier::down_peer`]).
+    fn unavailable(&self, s: &Skeleton, u: &str, t: i64, moved: &BTreeSet<u32>) -> Option<Verdict> {
+        let ei = self.down_peer(s, u, t, moved)?;
+        let kept = &self.data.errors[ei];
+        let peer = self.data.error_upstream(kept).unwrap_or("a peer");
+        let what = match kept.kind {
+            ErrorKind::Disabled => "was temporarily disabled (max_fails)",
+            _ => "failed",
+        };
+        Some((
+            Family::Unavailable,
+            format!(
+                "{peer} {what} at {} and has not served since",
+                self.data.error_time_text(kept)
+            ),
+            Some(ei),
+        ))
+    }
+
+    /// The latest NXDOMAIN (`(3: Host not found)`) line for a name of `u`
+    /// whose second overlaps `[from, to]`, and the name.
+    fn nxdomain_between(&self, u: &str, from: i64, to: i64) -> Option<(usize, &'a str)> {
+        self.errors_between(from - SECOND + 1, to)
+            .rev()
+            .find_map(|ei| match self.data.errors[ei].kind {
+                ErrorKind::Resolver {
+                    name,
+                    nxdomain: true,
+                } if self.resolver_concerns(name, u) => Some((ei, self.data.strings.get(name))),
+                _ => None,
+            })
     }
 
     /// A change of `u`'s served address set that the sets before and
@@ -612,54 +832,36 @@ impl<'a> Classifier<'a> {
         None
     }
 
-    /// Positive evidence that `u`'s name stopped resolving: the latest
-    /// NXDOMAIN (`(3: Host not found)`) line for a name of `u` within
-    /// fail_timeout before `t`, with no address of `u` serving since.
-    /// Other resolver failures keep the old addresses and do not count.
-    fn emptied(&self, u: &str, t: i64) -> Option<(usize, &'a str)> {
-        let (ei, name) = self
-            .errors_between(t - self.lookback, t + SECOND)
-            .rev()
-            .find_map(|ei| match self.data.errors[ei].kind {
-                ErrorKind::Resolver {
-                    name,
-                    nxdomain: true,
-                } if self.resolver_concerns(name, u) => Some((ei, name)),
-                _ => None,
-            })?;
-        let since = self.data.errors[ei].time_ms + SECOND;
-        let served = since < t && !self.data.timeline.seen_ids(u, since, t - 1).is_empty();
-        (!served).then(|| (ei, self.data.strings.get(name)))
-    }
-
     /// A peer of `u` still out of service at `t`: an `upstream server
     /// temporarily disabled` or peer-error line for one of `u`'s
     /// addresses within fail_timeout before `t`, not the request's own,
     /// not for an address that left or came with a change, and with that
     /// address not serving since (a success re-enables a peer).
-    fn down_peer(&self, s: &Skeleton, u: &str, moved: &BTreeSet<u32>) -> Option<usize> {
-        let t = s.time_ms;
+    fn down_peer(&self, s: &Skeleton, u: &str, t: i64, moved: &BTreeSet<u32>) -> Option<usize> {
         let timeline = &self.data.timeline;
-        self.errors_between(t - self.lookback, t).rev().find(|ei| {
-            let kept = &self.data.errors[*ei];
-            if !matches!(kept.kind, ErrorKind::Disabled | ErrorKind::PeerError)
-                || s.own_errors.contains(ei)
-                || !self.concerns(kept, u)
-            {
-                return false;
-            }
-            let Some(host) = self.data.error_upstream(kept) else {
-                return false;
-            };
-            let id = timeline.addr_id(host);
-            if id.is_some_and(|id| moved.contains(&id)) {
-                return false;
-            }
-            let since = kept.time_ms + SECOND;
-            let served_since =
-                id.is_some_and(|id| since < t && timeline.seen_ids(u, since, t - 1).contains(&id));
-            !served_since
-        })
+        self.errors_between(t - self.lookback, t + SECOND)
+            .rev()
+            .find(|ei| {
+                let kept = &self.data.errors[*ei];
+                if !matches!(kept.kind, ErrorKind::Disabled | ErrorKind::PeerError)
+                    || s.own_errors.contains(ei)
+                    || !self.concerns(kept, u)
+                {
+                    return false;
+                }
+                let Some(host) = self.data.error_upstream(kept) else {
+                    return false;
+                };
+                let id = timeline.addr_id(host);
+                if id.is_some_and(|id| moved.contains(&id)) {
+                    return false;
+                }
+                let since = kept.time_ms + SECOND;
+                let served_since = id.is_some_and(|id| {
+                    since < t && timeline.seen_ids(u, since, t - 1).contains(&id)
+                });
+                !served_since
+            })
     }
 
     /// Resolver, disabled and peer-error lines about `u` around `t`, other

@@ -125,9 +125,21 @@ pub struct Failure {
     pub upstream_addr: u32,
     /// The status.
     pub status: u16,
+    /// `$request_time` in milliseconds, or [`NO_REQUEST_TIME`].
+    request_time_ms: i32,
 }
 
+/// A [`Failure`] whose format has no `$request_time`.
+const NO_REQUEST_TIME: i32 = -1;
+
 impl Failure {
+    /// When the request started (`$msec` less `$request_time`), if the
+    /// format has `$request_time`.
+    pub fn start_ms(&self) -> Option<i64> {
+        (self.request_time_ms != NO_REQUEST_TIME)
+            .then(|| self.time_ms - i64::from(self.request_time_ms))
+    }
+
     /// `$connection`, if in the format.
     pub fn connection(&self) -> Option<u64> {
         (self.connection != NO_CONNECTION).then_some(self.connection)
@@ -443,7 +455,9 @@ impl Collector {
                 data.access_offsets.insert(off);
             }
         }
-        data.timeline.observe(entry.upstream_addr, entry.time_ms);
+        let start_ms = entry.request_time_ms.map(|r| entry.time_ms - r);
+        data.timeline
+            .observe(entry.upstream_addr, entry.time_ms, start_ms);
         if entry.status == 502 || entry.status == 504 {
             data.failures.push(Failure {
                 time_ms: entry.time_ms,
@@ -457,6 +471,10 @@ impl Collector {
                 offset_s: entry.offset_s.unwrap_or(NO_OFFSET),
                 upstream_addr: data.strings.id(clip(entry.upstream_addr, 512)),
                 status: entry.status,
+                request_time_ms: entry
+                    .request_time_ms
+                    .and_then(|r| i32::try_from(r).ok())
+                    .unwrap_or(NO_REQUEST_TIME),
             });
         }
         true

@@ -289,6 +289,7 @@ pub fn json(analysis: &Analysis) -> Value {
                 "upstream_addr": i.upstream_addr,
                 "status": i.status,
                 "family": i.family.name(),
+                "reason": i.reason,
             })
         })
         .collect();

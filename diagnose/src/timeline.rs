@@ -95,9 +95,13 @@ impl Timeline {
 
     /// Learns from one access entry (any status): the universes of the
     /// names in its groups, and, if its last hop is an address, that the
-    /// address served at `time_ms`.
-    pub fn observe(&mut self, upstream_addr: &str, time_ms: i64) {
+    /// address served at `time_ms`. With `start_ms` (the request's start,
+    /// from `$request_time`), also that the first hop of the last group,
+    /// if an address, was selected then: the list held it when the
+    /// request began.
+    pub fn observe(&mut self, upstream_addr: &str, time_ms: i64, start_ms: Option<i64>) {
         let mut last: Option<Hop<'_>> = None;
+        let mut first: Option<Hop<'_>> = None;
         for group in groups(upstream_addr) {
             let group_hops = hops(group);
             let mut ids = Vec::new();
@@ -119,10 +123,17 @@ impl Timeline {
                 }
             }
             last = group_hops.last().copied();
+            first = group_hops.first().copied();
         }
         if let Some(Hop::Addr(a)) = last {
             let id = self.intern(a);
             self.record(id, time_ms);
+        }
+        if let (Some(Hop::Addr(a)), Some(start)) = (first, start_ms) {
+            if start < time_ms {
+                let id = self.intern(a);
+                self.record(id, start);
+            }
         }
     }
 
@@ -269,13 +280,14 @@ impl Timeline {
         }
         let range = from_ms.div_euclid(1_000)..=to_ms.div_euclid(1_000);
         for (second, seen) in self.seconds.range(range) {
-            let inside = |t: i64| (from_ms..=to_ms).contains(&t);
+            // An address seen first and last at two points of a second
+            // is taken as serving between them.
             let addrs: Vec<(u32, u32)> = seen
                 .iter()
                 .filter(|s| {
                     let first = second * 1_000 + i64::from(s.first_ms);
                     let last = second * 1_000 + i64::from(s.last_ms);
-                    (inside(first) || inside(last)) && self.serves_for(name, s.addr)
+                    first <= to_ms && last >= from_ms && self.serves_for(name, s.addr)
                 })
                 .map(|s| (s.addr, s.count))
                 .collect();
@@ -287,6 +299,35 @@ impl Timeline {
             }
         }
         out
+    }
+
+    /// The latest time at or before `t_ms` an address serving for `name`
+    /// was seen (to the millisecond where the second's first or last
+    /// sighting falls before `t_ms`), looking back at most `horizon_ms`.
+    pub fn last_seen(&self, name: &str, t_ms: i64, horizon_ms: i64) -> Option<i64> {
+        if !self.names.contains(name) {
+            return None;
+        }
+        let from = (t_ms - horizon_ms).div_euclid(1_000);
+        for (second, seen) in self.seconds.range(from..=t_ms.div_euclid(1_000)).rev() {
+            let best = seen
+                .iter()
+                .filter(|s| self.serves_for(name, s.addr))
+                .filter_map(|s| {
+                    let last = second * 1_000 + i64::from(s.last_ms);
+                    let first = second * 1_000 + i64::from(s.first_ms);
+                    if last <= t_ms {
+                        Some(last)
+                    } else {
+                        (first <= t_ms).then_some(first)
+                    }
+                })
+                .max();
+            if best.is_some() {
+                return best;
+            }
+        }
+        None
     }
 
     /// The ids of the addresses serving for `name` seen between `from_ms`
@@ -331,11 +372,11 @@ mod tests {
     #[test]
     fn universes_and_seconds() {
         let mut t = Timeline::new();
-        t.observe("10.0.0.1:80", 1_000);
-        t.observe("10.0.0.1:80, be", 1_500);
-        t.observe("10.0.0.9:80, api", 1_600);
-        t.observe("10.0.0.2:80", 2_400);
-        t.observe("10.0.0.9:80", 2_500);
+        t.observe("10.0.0.1:80", 1_000, None);
+        t.observe("10.0.0.1:80, be", 1_500, None);
+        t.observe("10.0.0.9:80, api", 1_600, None);
+        t.observe("10.0.0.2:80", 2_400, None);
+        t.observe("10.0.0.9:80", 2_500, None);
         assert_eq!(
             t.names().iter().map(String::as_str).collect::<Vec<_>>(),
             ["api", "be"]
@@ -354,12 +395,12 @@ mod tests {
     #[test]
     fn one_name_owns_every_address() {
         let mut t = Timeline::new();
-        t.observe("10.0.0.1:80", 1_000);
-        t.observe("10.0.0.2:80", 1_200);
-        t.observe("be", 1_300);
+        t.observe("10.0.0.1:80", 1_000, None);
+        t.observe("10.0.0.2:80", 1_200, None);
+        t.observe("be", 1_300, None);
         assert!(t.has_addresses("be"));
         assert_eq!(t.seen("be", 0, 2_000).len(), 2);
-        t.observe("other", 1_400);
+        t.observe("other", 1_400, None);
         assert!(
             !t.has_addresses("be"),
             "two names: only shared groups count"
@@ -369,22 +410,28 @@ mod tests {
     #[test]
     fn first_and_last_in_a_second() {
         let mut t = Timeline::new();
-        t.observe("be", 0);
-        t.observe("10.0.0.1:80", 5_100);
-        t.observe("10.0.0.1:80", 5_900);
+        t.observe("be", 0, None);
+        t.observe("10.0.0.1:80", 5_100, None);
+        t.observe("10.0.0.1:80", 5_900, None);
         assert_eq!(t.seen("be", 5_500, 5_950).len(), 1, "last at 5_900");
         assert_eq!(t.seen("be", 5_000, 5_200).len(), 1, "first at 5_100");
-        assert!(t.seen("be", 5_200, 5_800).is_empty());
+        assert_eq!(
+            t.seen("be", 5_200, 5_800).len(),
+            1,
+            "seen first at 5_100 and last at 5_900: taken as serving between"
+        );
+        assert!(t.seen("be", 5_950, 5_990).is_empty(), "after the last");
+        assert!(t.seen("be", 4_000, 5_099).is_empty(), "before the first");
     }
 
     #[test]
     fn shared_addresses_serve_for_nobody() {
         let mut t = Timeline::new();
-        t.observe("10.0.0.1:80, be", 0);
-        t.observe("10.0.0.2:80, be", 10);
-        t.observe("10.0.0.1:80, api", 20);
-        t.observe("10.0.0.1:80", 1_000);
-        t.observe("10.0.0.2:80", 1_100);
+        t.observe("10.0.0.1:80, be", 0, None);
+        t.observe("10.0.0.2:80, be", 10, None);
+        t.observe("10.0.0.1:80, api", 20, None);
+        t.observe("10.0.0.1:80", 1_000, None);
+        t.observe("10.0.0.2:80", 1_100, None);
         t.seal();
         assert!(t.in_universe("api", "10.0.0.1:80"));
         assert_eq!(

@@ -139,10 +139,16 @@ fn with_servers(servers: &[(&str, &str)]) -> Options {
 
 /// Resolver lines count only for the upstream whose `server NAME` they
 /// name: the upstream of that very name, or one `--upstream-server` ties
-/// to it. A name no upstream is known to resolve concerns none.
+/// to it, or, when the logs name one upstream only, that one. With two
+/// upstreams, a name neither is known to resolve concerns none.
 #[test]
 fn resolver_error_counts_only_for_its_upstream() {
-    let logs = gone("be.example.com could not be resolved (3: Host not found)");
+    let line = "be.example.com could not be resolved (3: Host not found)";
+    let alone = gone(line).analyze();
+    assert_eq!(only(&alone).family, Family::Empty, "one upstream: its line");
+    let mut logs = gone(line);
+    logs.access(50, 200, &format!("{A}, be"), "/u", 7);
+    logs.access(60, 200, "10.0.0.9:80, api", "/u", 8);
     let analysis = logs.analyze();
     let i = only(&analysis);
     assert_ne!(i.family, Family::Empty, "{}", i.reason);
@@ -187,7 +193,10 @@ fn repeated_refusals_without_resolver_evidence_are_not_empty() {
     l.access(1_500, 502, "be", "/a", 10);
     l.access(1_800, 502, "be", "/b", 11);
     let analysis = l.analyze();
-    assert_eq!(families(&analysis), [Family::Other, Family::Other]);
+    assert_eq!(
+        families(&analysis),
+        [Family::Unavailable, Family::Unavailable]
+    );
 }
 
 /// Two records (A and B), both fail and are disabled (max_fails=1); for
@@ -243,7 +252,12 @@ fn repeated_refusals_during_a_wipe_out_are_unavailable() {
             ..Options::default()
         },
     );
-    assert_ne!(short.incidents[5].family, Family::Unavailable);
+    let late = &short.incidents[5];
+    assert!(
+        !late.reason.contains("temporarily disabled") && late.nearby.is_empty(),
+        "{}",
+        late.reason
+    );
 }
 
 #[test]
@@ -309,14 +323,18 @@ fn connect_refused_with_an_address_last_hop_is_other() {
     assert!(report::verdict(&analysis.incidents).starts_with("none of 2 502/504s"));
 }
 
+/// A refusal is nginx's `no live upstreams`: with no change around it and
+/// no line saying why, the peers were there but none usable (`down`,
+/// `max_conns` log nothing), never `other`.
 #[test]
-fn one_hop_without_change_is_other() {
+fn one_hop_without_change_is_unavailable() {
     let mut l = Logs::new();
     l.ok(0, A);
     l.access(1_000, 502, "be", "/p", 16);
     l.ok(1_500, A);
     let analysis = l.analyze();
-    assert_eq!(families(&analysis), [Family::Other]);
+    assert_eq!(families(&analysis), [Family::Unavailable]);
+    assert!(only(&analysis).reason.contains("no change seen"));
 }
 
 #[test]
@@ -336,7 +354,7 @@ fn two_upstreams_keep_separate_universes() {
     assert_eq!(i.upstream, "be");
     assert_eq!(i.before, [A]);
     assert_eq!(i.after, [A]);
-    assert_eq!(i.family, Family::Other);
+    assert_eq!(i.family, Family::Unavailable, "{}", i.reason);
 }
 
 #[test]
@@ -457,7 +475,7 @@ fn shared_address_does_not_carry_another_upstreams_change() {
     assert_eq!(i.upstream, "be");
     assert_eq!(i.before, [b], "{}", i.reason);
     assert_eq!(i.after, [b]);
-    assert_eq!(i.family, Family::Other, "{}", i.reason);
+    assert_eq!(i.family, Family::Unavailable, "{}", i.reason);
 }
 
 /// "A, B, be": B failed last, and the retry after it was refused. A keeps

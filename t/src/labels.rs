@@ -170,14 +170,16 @@ pub fn score(r: &ArmResult, truth: Truth) -> Score {
         return score;
     }
     let verdict: Value = serde_json::from_slice(&out).expect("the tool's --json output");
-    let placed: BTreeMap<String, String> = verdict["incidents"]
+    let placed: BTreeMap<String, (String, String)> = verdict["incidents"]
         .as_array()
         .map(|a| a.as_slice())
         .unwrap_or_default()
         .iter()
         .filter_map(|i| {
             let path = i["request"].as_str()?.split(' ').nth(1)?.to_string();
-            Some((path, i["family"].as_str()?.to_string()))
+            let family = i["family"].as_str()?.to_string();
+            let reason = i["reason"].as_str().unwrap_or_default().to_string();
+            Some((path, (family, reason)))
         })
         .collect();
     score.incidents = verdict["incidents"].as_array().map_or(0, Vec::len);
@@ -200,12 +202,14 @@ pub fn score(r: &ArmResult, truth: Truth) -> Score {
             .position(|f| *f == family)
             .expect("a family");
         score.families[i].0 += 1;
-        let tool = placed.get(&e.path).map_or("(none)", String::as_str);
+        let (tool, reason) = placed
+            .get(&e.path)
+            .map_or(("(none)", ""), |(f, r)| (f.as_str(), r.as_str()));
         if tool == family {
             score.families[i].1 += 1;
         } else if score.misplaced.len() < 10 {
             score.misplaced.push(format!(
-                "{} {:?}: {family} -> {tool}",
+                "{} {:?}: {family} -> {tool} ({reason})",
                 e.path,
                 e.upstream_addr()
             ));

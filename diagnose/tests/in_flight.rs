@@ -1,0 +1,164 @@
+//! With `$request_time`, a refused retry is read over the request's own
+//! span: did the list change between its start and the refusal (the
+//! race), or was it unchanged and unusable (`unavailable`), or did the
+//! name stop resolving while it was in flight (the race: its first
+//! selection found a peer)? A refused first selection is read from the run
+//! of refusals it belongs to.
+
+use generation_retry_diagnose::access::AccessParser;
+use generation_retry_diagnose::analyze;
+use generation_retry_diagnose::classify::Family;
+use generation_retry_diagnose::collect::{Collector, LogKind, Options};
+
+const FORMAT: &str = r#"$msec $status "$upstream_addr" "$request" $request_time"#;
+const A: &str = "10.0.0.1:80";
+const B: &str = "10.0.0.2:80";
+const C: &str = "10.0.0.3:80";
+/// 2026-12-01 07:00:00 UTC.
+const T0: i64 = 1_796_108_400_000;
+
+#[derive(Default)]
+struct Logs {
+    access: Vec<String>,
+    error: Vec<String>,
+    n: u32,
+}
+
+impl Logs {
+    /// A request that ended at `end` ms after T0, `took` ms after it began.
+    fn access(&mut self, end: i64, took: i64, status: u16, upstream_addr: &str) -> String {
+        self.n += 1;
+        let path = format!("/r/{}", self.n);
+        let t = T0 + end;
+        self.access.push(format!(
+            "{}.{:03} {status} \"{upstream_addr}\" \"GET {path} HTTP/1.1\" {}.{:03}",
+            t / 1_000,
+            t % 1_000,
+            took / 1_000,
+            took % 1_000
+        ));
+        path
+    }
+
+    /// Successes at `addr` every 20 ms from `from` to `to`.
+    fn serve(&mut self, addr: &str, from: i64, to: i64) {
+        for ms in (from..to).step_by(20) {
+            self.access(ms, 2, 200, addr);
+        }
+    }
+
+    fn error(&mut self, ms: i64, level: &str, message: &str) {
+        self.error.push(format!(
+            "2026/12/01 07:00:{:02} [{level}] 11#11: {message}",
+            ms / 1_000
+        ));
+    }
+
+    /// The family of each incident, by request path.
+    fn families(&self) -> Vec<(String, Family, String)> {
+        let mut c = Collector::new(
+            Some(AccessParser::new(FORMAT).expect("format")),
+            Options {
+                error_offset_s: Some(0),
+                ..Options::default()
+            },
+        );
+        let a = c.start_file("access.log", LogKind::Access);
+        for l in &self.access {
+            c.line(a, l.as_bytes());
+        }
+        let e = c.start_file("error.log", LogKind::Error);
+        for l in &self.error {
+            c.line(e, l.as_bytes());
+        }
+        analyze(c.finish())
+            .incidents
+            .iter()
+            .map(|i| (i.upstream_addr.clone(), i.family, i.reason.clone()))
+            .collect()
+    }
+}
+
+/// Two peers serve; a third comes while a request is in flight: its
+/// refused retry is the race, although the list had two peers.
+#[test]
+fn an_address_that_came_in_flight_is_the_race() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 1_000);
+    l.serve(B, 10, 1_000);
+    l.access(1_200, 300, 502, &format!("{A}, be"));
+    l.serve(C, 1_010, 3_000);
+    l.serve(B, 1_020, 3_000);
+    let got = l.families();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, Family::GenerationRetry, "{}", got[0].2);
+    assert!(got[0].2.contains(C), "{}", got[0].2);
+}
+
+/// The same list throughout, B disabled by another request just before:
+/// the retry after A was refused because no peer was usable.
+#[test]
+fn an_unchanged_list_with_its_peers_down_is_unavailable() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 1_000);
+    l.serve(B, 10, 900);
+    l.error(
+        950,
+        "warn",
+        "*7 upstream server temporarily disabled while reading response header from upstream, \
+         client: 10.9.9.9, server: , request: \"GET /x HTTP/1.1\", upstream: \"http://10.0.0.2:80/x\"",
+    );
+    l.access(1_250, 200, 502, &format!("{A}, be"));
+    for ms in (1_260..1_900).step_by(20) {
+        l.access(ms, 0, 502, "be");
+    }
+    let got = l.families();
+    assert_eq!(got[0].0, format!("{A}, be"));
+    assert!(
+        got.iter().all(|(_, f, _)| *f == Family::Unavailable),
+        "{got:#?}"
+    );
+}
+
+/// NXDOMAIN while a request is in flight: its retry is the race (the
+/// generation moved: the list emptied after its first selection); the
+/// refusals that follow, on the empty list, are `empty`; and once the name
+/// resolves again, nothing is.
+#[test]
+fn an_nxdomain_in_flight_is_the_race_and_the_refusals_after_it_empty() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 2_050);
+    l.error(
+        2_000,
+        "error",
+        "be could not be resolved (3: Host not found)",
+    );
+    l.access(2_150, 250, 502, &format!("{A}, be"));
+    for ms in (2_060..2_900).step_by(20) {
+        l.access(ms, 0, 502, "be");
+    }
+    l.serve(B, 3_000, 4_000);
+    let got = l.families();
+    let (retry, rest): (Vec<_>, Vec<_>) = got.iter().partition(|(a, _, _)| a.contains(A));
+    assert_eq!(retry.len(), 1);
+    assert_eq!(retry[0].1, Family::GenerationRetry, "{}", retry[0].2);
+    assert!(!rest.is_empty());
+    assert!(
+        rest.iter().all(|(_, f, _)| *f == Family::Empty),
+        "{rest:#?}"
+    );
+}
+
+/// Refusals before the name ever served, then it serves: the list was
+/// empty because the name had not resolved yet (a fresh start).
+#[test]
+fn refusals_before_the_first_resolution_are_empty() {
+    let mut l = Logs::default();
+    for ms in (0..100).step_by(20) {
+        l.access(ms, 0, 502, "be");
+    }
+    l.serve(A, 120, 1_000);
+    let got = l.families();
+    assert_eq!(got.len(), 5);
+    assert!(got.iter().all(|(_, f, _)| *f == Family::Empty), "{got:#?}");
+}
