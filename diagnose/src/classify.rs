@@ -635,7 +635,10 @@ impl<'a> Classifier<'a> {
         }
         // No change in flight: a peer out of service counts even where the
         // window saw it leave (a disabled peer stops serving too).
-        if let Some(v) = self.unavailable(s, u, t, &BTreeSet::new()) {
+        // A peer error marks a peer down only in a list of two or more
+        // (nginx never marks a single peer down); a disabled line is
+        // written only then.
+        if let Some(v) = self.unavailable(s, u, t, held.len() >= 2) {
             return v;
         }
         if held.len() <= 1 || around.changed {
@@ -743,7 +746,8 @@ impl<'a> Classifier<'a> {
         // longer than fail_timeout: then nginx tried the peers again, and
         // the evidence must be as fresh as the refusal.
         let at = if t - r0 > self.lookback { t } else { r0 };
-        if let Some(v) = self.unavailable(s, u, at, &BTreeSet::new()) {
+        let peers = timeline.seen_ids(u, r0 - self.window, r0).len();
+        if let Some(v) = self.unavailable(s, u, at, peers >= 2) {
             return v;
         }
         if around.changed {
@@ -766,8 +770,8 @@ impl<'a> Classifier<'a> {
 
     /// `unavailable`, if a peer of `u` is out of service at `t` (see
     /// [`Classifier::down_peer`]).
-    fn unavailable(&self, s: &Skeleton, u: &str, t: i64, moved: &BTreeSet<u32>) -> Option<Verdict> {
-        let ei = self.down_peer(s, u, t, moved)?;
+    fn unavailable(&self, s: &Skeleton, u: &str, t: i64, peer_errors: bool) -> Option<Verdict> {
+        let ei = self.down_peer(s, u, t, peer_errors)?;
         let kept = &self.data.errors[ei];
         let peer = self.data.error_upstream(kept).unwrap_or("a peer");
         let what = match kept.kind {
@@ -833,29 +837,29 @@ impl<'a> Classifier<'a> {
     }
 
     /// A peer of `u` still out of service at `t`: an `upstream server
-    /// temporarily disabled` or peer-error line for one of `u`'s
-    /// addresses within fail_timeout before `t`, not the request's own,
-    /// not for an address that left or came with a change, and with that
-    /// address not serving since (a success re-enables a peer).
-    fn down_peer(&self, s: &Skeleton, u: &str, t: i64, moved: &BTreeSet<u32>) -> Option<usize> {
+    /// temporarily disabled` line, or with `peer_errors` (a list of two or
+    /// more) a peer-error line, for one of `u`'s addresses within
+    /// fail_timeout before `t` (up to a second after, for the error log's
+    /// whole seconds), not the request's own, and with that address not
+    /// serving since (a success re-enables a peer).
+    fn down_peer(&self, s: &Skeleton, u: &str, t: i64, peer_errors: bool) -> Option<usize> {
         let timeline = &self.data.timeline;
         self.errors_between(t - self.lookback, t + SECOND)
             .rev()
             .find(|ei| {
                 let kept = &self.data.errors[*ei];
-                if !matches!(kept.kind, ErrorKind::Disabled | ErrorKind::PeerError)
-                    || s.own_errors.contains(ei)
-                    || !self.concerns(kept, u)
-                {
+                let counts = match kept.kind {
+                    ErrorKind::Disabled => true,
+                    ErrorKind::PeerError => peer_errors,
+                    _ => false,
+                };
+                if !counts || s.own_errors.contains(ei) || !self.concerns(kept, u) {
                     return false;
                 }
                 let Some(host) = self.data.error_upstream(kept) else {
                     return false;
                 };
                 let id = timeline.addr_id(host);
-                if id.is_some_and(|id| moved.contains(&id)) {
-                    return false;
-                }
                 let since = kept.time_ms + SECOND;
                 let served_since = id.is_some_and(|id| {
                     since < t && timeline.seen_ids(u, since, t - 1).contains(&id)

@@ -162,3 +162,24 @@ fn refusals_before_the_first_resolution_are_empty() {
     assert_eq!(got.len(), 5);
     assert!(got.iter().all(|(_, f, _)| *f == Family::Empty), "{got:#?}");
 }
+
+/// One peer, and another request's attempt at it failed just before the
+/// refusal, with nothing logged after (the end of the log): nginx never
+/// marks a single peer down, so the peer error is no evidence of
+/// `unavailable`, and the refusal is the race.
+#[test]
+fn a_peer_error_in_a_one_peer_list_is_not_unavailable() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 1_000);
+    l.error(
+        1_000,
+        "error",
+        "*9 upstream prematurely closed connection while reading response header from \
+         upstream, client: 10.9.9.9, server: , request: \"GET /y HTTP/1.1\", upstream: \
+         \"http://10.0.0.1:80/y\"",
+    );
+    l.access(1_300, 250, 502, &format!("{A}, be"));
+    let got = l.families();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, Family::GenerationRetry, "{}", got[0].2);
+}
