@@ -120,7 +120,8 @@ pub const NEARBY_MAX: usize = 6;
 const SECOND: i64 = 1_000;
 
 /// A set of addresses seen in one second counts towards a change only if
-/// that many entries or more show it (one entry shows one address).
+/// that many entries or more show it (one entry counts once: its last hop;
+/// its start sighting is not counted).
 const MIN_SLICE_ENTRIES: u64 = 2;
 
 /// How many later seconds each second's set is compared with.
@@ -188,9 +189,12 @@ struct Classifier<'a> {
     /// Resolver names (ids) and the upstreams they are `server NAME
     /// resolve` of.
     resolves: HashMap<u32, BTreeSet<&'a str>>,
-    /// Per upstream, the times of its refused selections (502s whose last
-    /// hop is its name), sorted.
-    refusals: HashMap<&'a str, Vec<i64>>,
+    /// Per upstream, its refused selections (502s whose last hop is its
+    /// name) by time, each with the start of its run: the first refusal
+    /// after the upstream last served.
+    runs: HashMap<&'a str, Vec<(i64, i64)>>,
+    /// Per upstream, the first time one of its addresses served.
+    first_served: HashMap<&'a str, Option<i64>>,
 }
 
 /// Classifies everything [`Collected`] kept; incidents come out by time.
@@ -257,7 +261,9 @@ impl<'a> Classifier<'a> {
                 _ => {}
             }
         }
-        let window = data.options.window_ms.max(0);
+        // A library caller's options, clamped so that times never overflow.
+        const DAY: i64 = 86_400_000;
+        let window = data.options.window_ms.clamp(0, DAY);
         let mut refusals: HashMap<&'a str, Vec<i64>> = HashMap::new();
         for f in &data.failures {
             if let Some(Hop::Name(n)) = last_group_hops(data.upstream_addr(f)).last() {
@@ -266,13 +272,33 @@ impl<'a> Classifier<'a> {
                 }
             }
         }
-        for list in refusals.values_mut() {
+        let mut runs: HashMap<&'a str, Vec<(i64, i64)>> = HashMap::new();
+        let mut first_served = HashMap::new();
+        for (u, mut list) in refusals {
             list.sort_unstable();
+            // A new run where the upstream served since the last refusal:
+            // each gap is read once, so this costs the log's span.
+            let mut run = Vec::with_capacity(list.len());
+            let mut start = i64::MIN;
+            for (k, r) in list.iter().enumerate() {
+                let served_between = k > 0 && {
+                    let prev = list[k - 1];
+                    data.timeline
+                        .last_seen(u, *r, *r - prev)
+                        .is_some_and(|l| l > prev)
+                };
+                if k == 0 || served_between {
+                    start = *r;
+                }
+                run.push((*r, start));
+            }
+            runs.insert(u, run);
+            first_served.insert(u, data.timeline.first_seen(u));
         }
         Classifier {
             data,
             window,
-            lookback: data.options.fail_timeout_ms.max(window),
+            lookback: data.options.fail_timeout_ms.clamp(window, DAY),
             refused: data
                 .failures
                 .iter()
@@ -284,7 +310,8 @@ impl<'a> Classifier<'a> {
             failures_by_conn,
             errors_by_conn,
             resolves,
-            refusals,
+            runs,
+            first_served,
         }
     }
 
@@ -622,7 +649,7 @@ impl<'a> Classifier<'a> {
                 None,
             );
         }
-        if let Some((ei, name)) = self.nxdomain_between(u, start - SECOND + 1, t) {
+        if let Some((ei, name)) = self.nxdomain_between(u, start, t) {
             return (
                 Family::GenerationRetry,
                 format!(
@@ -638,7 +665,9 @@ impl<'a> Classifier<'a> {
         // A peer error marks a peer down only in a list of two or more
         // (nginx never marks a single peer down); a disabled line is
         // written only then.
-        if let Some(v) = self.unavailable(s, u, t, held.len() >= 2) {
+        // Only a peer the list held when the request started: one that
+        // left with a change before is not why this retry was refused.
+        if let Some(v) = self.unavailable(s, u, t, held.len() >= 2, Some(&held)) {
             return v;
         }
         if held.len() <= 1 || around.changed {
@@ -706,16 +735,16 @@ impl<'a> Classifier<'a> {
                 );
             }
         }
-        let last = timeline.last_seen(u, t, self.lookback);
         let r0 = self
-            .refusals
+            .runs
             .get(u)
-            .and_then(|list| {
-                let from = list.partition_point(|x| last.is_some_and(|l| *x <= l));
-                list.get(from).copied()
+            .and_then(|run| {
+                let at = run.partition_point(|(r, _)| *r <= t);
+                at.checked_sub(1).map(|i| run[i].1)
             })
             .unwrap_or(t)
             .min(t);
+        let last = timeline.last_seen(u, r0, self.lookback);
         if let Some((ei, name)) = self.nxdomain_between(u, r0 - self.lookback, r0) {
             let nx = self.data.errors[ei].time_ms;
             if last.is_none_or(|l| l < nx + SECOND) {
@@ -730,8 +759,12 @@ impl<'a> Classifier<'a> {
                 );
             }
         }
-        if last.is_none()
-            && timeline.last_seen(u, t - 1, i64::MAX / 4).is_none()
+        // Upstreams refused only in the error log have no precomputed run.
+        let first_served = match self.first_served.get(u) {
+            Some(f) => *f,
+            None => timeline.first_seen(u),
+        };
+        if first_served.is_none_or(|f| f > r0)
             && !timeline.seen_ids(u, t, t + self.window).is_empty()
         {
             return (
@@ -747,7 +780,7 @@ impl<'a> Classifier<'a> {
         // the evidence must be as fresh as the refusal.
         let at = if t - r0 > self.lookback { t } else { r0 };
         let peers = timeline.seen_ids(u, r0 - self.window, r0).len();
-        if let Some(v) = self.unavailable(s, u, at, peers >= 2) {
+        if let Some(v) = self.unavailable(s, u, at, peers >= 2, None) {
             return v;
         }
         if around.changed {
@@ -770,8 +803,15 @@ impl<'a> Classifier<'a> {
 
     /// `unavailable`, if a peer of `u` is out of service at `t` (see
     /// [`Classifier::down_peer`]).
-    fn unavailable(&self, s: &Skeleton, u: &str, t: i64, peer_errors: bool) -> Option<Verdict> {
-        let ei = self.down_peer(s, u, t, peer_errors)?;
+    fn unavailable(
+        &self,
+        s: &Skeleton,
+        u: &str,
+        t: i64,
+        peer_errors: bool,
+        held: Option<&BTreeSet<u32>>,
+    ) -> Option<Verdict> {
+        let ei = self.down_peer(s, u, t, peer_errors, held)?;
         let kept = &self.data.errors[ei];
         let peer = self.data.error_upstream(kept).unwrap_or("a peer");
         let what = match kept.kind {
@@ -839,33 +879,42 @@ impl<'a> Classifier<'a> {
     /// A peer of `u` still out of service at `t`: an `upstream server
     /// temporarily disabled` line, or with `peer_errors` (a list of two or
     /// more) a peer-error line, for one of `u`'s addresses within
-    /// fail_timeout before `t` (up to a second after, for the error log's
-    /// whole seconds), not the request's own, and with that address not
-    /// serving since (a success re-enables a peer).
-    fn down_peer(&self, s: &Skeleton, u: &str, t: i64, peer_errors: bool) -> Option<usize> {
+    /// fail_timeout before `t` (its second included), not the request's
+    /// own, with that address among `held` (when given), and not serving
+    /// since (a success re-enables a peer).
+    fn down_peer(
+        &self,
+        s: &Skeleton,
+        u: &str,
+        t: i64,
+        peer_errors: bool,
+        held: Option<&BTreeSet<u32>>,
+    ) -> Option<usize> {
         let timeline = &self.data.timeline;
-        self.errors_between(t - self.lookback, t + SECOND)
-            .rev()
-            .find(|ei| {
-                let kept = &self.data.errors[*ei];
-                let counts = match kept.kind {
-                    ErrorKind::Disabled => true,
-                    ErrorKind::PeerError => peer_errors,
-                    _ => false,
-                };
-                if !counts || s.own_errors.contains(ei) || !self.concerns(kept, u) {
-                    return false;
-                }
-                let Some(host) = self.data.error_upstream(kept) else {
-                    return false;
-                };
-                let id = timeline.addr_id(host);
-                let since = kept.time_ms + SECOND;
-                let served_since = id.is_some_and(|id| {
-                    since < t && timeline.seen_ids(u, since, t - 1).contains(&id)
-                });
-                !served_since
-            })
+        // An error line's time is its second's start: `t`'s own second is
+        // in.
+        self.errors_between(t - self.lookback, t).rev().find(|ei| {
+            let kept = &self.data.errors[*ei];
+            let counts = match kept.kind {
+                ErrorKind::Disabled => true,
+                ErrorKind::PeerError => peer_errors,
+                _ => false,
+            };
+            if !counts || s.own_errors.contains(ei) || !self.concerns(kept, u) {
+                return false;
+            }
+            let Some(host) = self.data.error_upstream(kept) else {
+                return false;
+            };
+            let id = timeline.addr_id(host);
+            if held.is_some_and(|h| id.is_none_or(|id| !h.contains(&id))) {
+                return false;
+            }
+            let since = kept.time_ms + SECOND;
+            let served_since =
+                id.is_some_and(|id| since < t && timeline.seen_ids(u, since, t - 1).contains(&id));
+            !served_since
+        })
     }
 
     /// Resolver, disabled and peer-error lines about `u` around `t`, other

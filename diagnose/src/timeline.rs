@@ -102,7 +102,9 @@ impl Timeline {
     pub fn observe(&mut self, upstream_addr: &str, time_ms: i64, start_ms: Option<i64>) {
         let mut last: Option<Hop<'_>> = None;
         let mut first: Option<Hop<'_>> = None;
+        let mut n_groups = 0;
         for group in groups(upstream_addr) {
+            n_groups += 1;
             let group_hops = hops(group);
             let mut ids = Vec::new();
             for hop in &group_hops {
@@ -127,17 +129,22 @@ impl Timeline {
         }
         if let Some(Hop::Addr(a)) = last {
             let id = self.intern(a);
-            self.record(id, time_ms);
+            self.record(id, time_ms, 1);
         }
-        if let (Some(Hop::Addr(a)), Some(start)) = (first, start_ms) {
+        // The start sighting: only with one group (after an internal
+        // redirect the last group's first selection came later), and not
+        // counted as an entry, so one request never makes a set of two.
+        if let (Some(Hop::Addr(a)), Some(start), 1) = (first, start_ms, n_groups) {
             if start < time_ms {
                 let id = self.intern(a);
-                self.record(id, start);
+                self.record(id, start, 0);
             }
         }
     }
 
-    fn record(&mut self, addr: u32, time_ms: i64) {
+    /// Records that `addr` served at `time_ms`, adding `entries` to the
+    /// second's count.
+    fn record(&mut self, addr: u32, time_ms: i64, entries: u32) {
         let second = time_ms.div_euclid(1_000);
         let ms = u16::try_from(time_ms.rem_euclid(1_000)).unwrap_or(0);
         let slot = self.seconds.entry(second).or_default();
@@ -145,13 +152,13 @@ impl Timeline {
             Some(s) => {
                 s.first_ms = s.first_ms.min(ms);
                 s.last_ms = s.last_ms.max(ms);
-                s.count = s.count.saturating_add(1);
+                s.count = s.count.saturating_add(entries);
             }
             None => slot.push(Seen {
                 addr,
                 first_ms: ms,
                 last_ms: ms,
-                count: 1,
+                count: entries,
             }),
         }
     }
@@ -299,6 +306,19 @@ impl Timeline {
             }
         }
         out
+    }
+
+    /// The first time an address serving for `name` was seen.
+    pub fn first_seen(&self, name: &str) -> Option<i64> {
+        if !self.names.contains(name) {
+            return None;
+        }
+        self.seconds.iter().find_map(|(second, seen)| {
+            seen.iter()
+                .filter(|s| self.serves_for(name, s.addr))
+                .map(|s| second * 1_000 + i64::from(s.first_ms))
+                .min()
+        })
     }
 
     /// The latest time at or before `t_ms` an address serving for `name`

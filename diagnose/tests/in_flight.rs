@@ -183,3 +183,41 @@ fn a_peer_error_in_a_one_peer_list_is_not_unavailable() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].1, Family::GenerationRetry, "{}", got[0].2);
 }
+
+/// A refusal long after an NXDOMAIN that emptied the list, with the name
+/// serving in between: its run of refusals starts at itself, so the old
+/// NXDOMAIN says nothing about it (nothing served in the 10 s before it
+/// either: that alone must not reach back to the first refusal of the log).
+#[test]
+fn an_old_nxdomain_does_not_make_a_later_refusal_empty() {
+    let mut l = Logs::default();
+    l.error(500, "error", "be could not be resolved (3: Host not found)");
+    l.access(600, 0, 502, "be");
+    l.serve(A, 1_000, 20_000);
+    l.access(40_000, 0, 502, "be");
+    let got = l.families();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].1, Family::Empty, "{}", got[0].2);
+    assert_eq!(got[1].1, Family::Unavailable, "{}", got[1].2);
+}
+
+/// The name moved from B to A; B had been disabled before it left. A
+/// retry after A, refused at the end of the log (nothing after it shows
+/// the next list), is not `unavailable` on B's line: the list held only A
+/// when the request started, and B's failure is not why it was refused.
+#[test]
+fn a_disabled_peer_that_left_before_the_request_is_not_why() {
+    let mut l = Logs::default();
+    l.serve(B, 0, 1_000);
+    l.error(
+        900,
+        "warn",
+        "*5 upstream server temporarily disabled while reading response header from upstream, \
+         client: 10.9.9.9, server: , request: \"GET /z HTTP/1.1\", upstream: \"http://10.0.0.2:80/z\"",
+    );
+    l.serve(A, 1_010, 3_000);
+    l.access(3_200, 250, 502, &format!("{A}, be"));
+    let got = l.families();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, Family::GenerationRetry, "{}", got[0].2);
+}

@@ -27,6 +27,9 @@ use serde_json::Value;
 use crate::accesslog::{self, Entry, Hop, Shape};
 use crate::lab::ArmResult;
 
+/// The share of each family the tool must place right on labelled logs.
+pub const MIN_SHARE: f64 = 0.99;
+
 /// The five families, as the tool names them.
 pub const FAMILIES: [&str; 5] = [
     "generation-retry",
