@@ -12,6 +12,8 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
+use generation_retry_diagnose::timefmt;
+
 /// The access format the lines are written in.
 pub const FORMAT: &str = r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$upstream_addr" $msec $connection"#;
 
@@ -20,20 +22,19 @@ const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
+/// Year, month (1-12), day, hour, minute, second of `ms` since the epoch.
 fn civil(ms: i64) -> (i64, usize, i64, i64, i64, i64) {
     let secs = ms.div_euclid(1_000);
-    let days = secs.div_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = timefmt::civil_from_days(secs.div_euclid(86_400));
     let tod = secs.rem_euclid(86_400);
-    (y, m as usize, d, tod / 3_600, tod % 3_600 / 60, tod % 60)
+    (
+        y,
+        m as usize,
+        i64::from(d),
+        tod / 3_600,
+        tod % 3_600 / 60,
+        tod % 60,
+    )
 }
 
 struct Out {
