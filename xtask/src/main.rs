@@ -20,20 +20,26 @@
 //!   repository; every one must be caught.
 //!
 //! The modules use one another one way only (a test below keeps it so):
-//! `nginx_test`, `mutants` > `debian`, `valgrind`, `external`, `for_nginx` > `build` >
-//! `patched`, `versions`, `prereq`, `test_wrap` > `tree` > `workspace`; `harness`
+//! `nginx_test`, `mutants` > `debian`, `valgrind`, `external`, `install` > `build` >
+//! `patched`, `versions`, `prereq`, `test_wrap` > `source` > `tree` > `workspace`; `harness`
 //! (running the test crate) and `check` use `workspace` alone.
 
 mod build;
 mod check;
 mod debian;
 mod external;
-mod for_nginx;
 mod harness;
+mod install;
+// The harness's memcheck log reader, one source for the tests and for
+// `cargo xtask valgrind` (which only reads logs: the rest is unused here).
+#[allow(dead_code)]
+#[path = "../../t/src/memcheck.rs"]
+mod memcheck;
 mod mutants;
 mod nginx_test;
 mod patched;
 mod prereq;
+mod source;
 mod test_wrap;
 mod tree;
 mod valgrind;
@@ -57,6 +63,8 @@ fn main() -> ExitCode {
         "build" => build_cmd(rest),
         "check" => check::command(rest),
         "debian" => debian::command(rest),
+        "install" => install::install(rest),
+        "uninstall" => install::uninstall(rest),
         "nginx-test" => nginx_test::command(rest),
         "external" => external(rest),
         "lab" => harness_bin("lab", rest),
@@ -88,17 +96,23 @@ cargo xtask <command>
 build        build nginx, the patched nginx and the module into target/nginx/VERSION/
              --nginx VERSION|all   {versions} (default {NGINX_VERSION})
              --nginx-source PATH   an nginx source tree or .tar.gz of your own
-             --for NGINX_BINARY    the version that nginx -V names, proven to load
-                                   into that binary with nginx -t
+             --for NGINX_BINARY    only the module, for that binary's version and
+                                   flags, proven to load into it with nginx -t
 nginx-test   build, then run the unit tests and the nginx integration suite
              (same options; arguments after `--` go to the test binaries, e.g. a
              test name filter); `--nginx all` is CI's run: the whole suite on
              {NGINX_VERSION}, the matrix tests on every other version, and Debian
+install      the operator's command: build the module for the nginx binary named
+             and install it beside that nginx, proven with its nginx -t
+             --for NGINX_BINARY    required; --nginx-source PATH, --sha256 HEX,
+                                   --signing-keys DIR, --prefix DIR, --dry-run
+uninstall    take it out again (--for NGINX_BINARY [--prefix DIR] [--dry-run])
 debian       build the module from Debian's nginx-dev as Debian builds modules,
              package target/debian/libnginx-mod-http-generation-retry_*.deb and run
              the races in Debian's own nginx; `--suite sid` takes the current
              packages from Debian unstable instead of ../shared/nginx/debian-sid,
-             `--installed` this machine's nginx-dev and nginx
+             `--installed` this machine's nginx-dev and nginx; `--no-test`
+             builds the .deb and runs nothing
 external     build nginx with other flags and the module against it (NGINX_BUILD_DIR,
              --add-dynamic-module) into target/nginx/{NGINX_VERSION}/external/, then
              run t/tests/external.rs
@@ -121,12 +135,13 @@ mutants      build, then apply each mutant (a small deliberate fault in the modu
 
 /// `cargo xtask build [--nginx VERSION|all] [--nginx-source PATH]`.
 fn build_cmd(args: &[String]) -> Result {
+    // `--for BINARY` is the operator's build: the module alone (install.rs).
+    if args.iter().any(|a| a == "--for" || a.starts_with("--for=")) {
+        return install::build_for(args);
+    }
     let (sel, rest) = versions::parse(args)?;
     if !rest.is_empty() {
         return Err(format!("build takes no arguments after `--`: {rest:?}"));
-    }
-    if let Some(binary) = &sel.for_binary {
-        return for_nginx::build_for(binary, sel.source.as_deref());
     }
     build::build_selection(&sel).map(|_| ())
 }

@@ -1290,7 +1290,7 @@ mod tests {
     fn names_are_unique_and_every_counter_has_its_mutant() {
         let names: BTreeSet<&str> = MUTANTS.iter().map(|m| m.name).collect();
         assert_eq!(names.len(), MUTANTS.len());
-        for c in generation_retry_t::metrics::Counter::ALL {
+        for c in generation_retry_core::metrics::Counter::ALL {
             let site = format!("Counter::{c:?} {{");
             assert_eq!(
                 MUTANTS

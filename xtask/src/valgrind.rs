@@ -4,7 +4,8 @@
 //! memcheck (`GENERATION_RETRY_VALGRIND`, see `t/src/memcheck.rs`), then one
 //! summary over every memcheck log: processes checked, errors, definite
 //! leaks, by nginx flavor. Each log is read by the harness's own parser
-//! (`generation_retry_t::memcheck::read`), the one that fails the tests.
+//! (`t/src/memcheck.rs`, compiled into xtask as `crate::memcheck`), the one
+//! that fails the tests.
 //!
 //! `nginx-test` runs [`ci_subset`]: two race scenarios of the module and two
 //! balancer rows, under the same checks.
@@ -14,10 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use generation_retry_t::memcheck::{self, ENV};
-
 use crate::build;
 use crate::harness::harness_command;
+use crate::memcheck::{self, ENV};
 use crate::workspace::{cargo, run, target_dir, Result};
 
 /// The test binaries of the full run (timing-dependent ones excluded: see

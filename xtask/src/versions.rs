@@ -3,8 +3,10 @@
 //!
 //! - 1.28.0, the default, is built by nginx-sys from the `nginx-src` crate
 //!   (`vendored`), as it always was.
-//! - 1.28.3, 1.30.4 and 1.31.4 come from the pinned tarballs in
-//!   `../shared/nginx/`, checked against its `SHA256SUMS` before use.
+//! - 1.28.3 comes from the `nginx-src` crate release that carries it, 1.30.4
+//!   and 1.31.4 from the mirror (`GENERATION_RETRY_NGINX_MIRROR`, which CI
+//!   points at `../shared/nginx`) or nginx.org, each checked before use
+//!   (`source.rs`).
 //! - `--nginx-source PATH` names any nginx source instead: an nginx.org
 //!   release tarball (`./configure` at the top), a repository archive or
 //!   checkout (`auto/configure`), as a directory or a `.tar.gz`.
@@ -14,12 +16,10 @@
 //! (`NGINX_BUILD_DIR`), so bindings, structure layouts and the module
 //! signature are that version's: nothing is written per version.
 
-use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::tree::{files, fnv1a, is_build_output, run_quiet};
-use crate::workspace::{root, target_dir, Result, NGINX_VERSION};
+pub use crate::source::{tree_version, Source};
+use crate::workspace::{Result, NGINX_VERSION};
 
 /// The version `cargo xtask build` and `nginx-test` use without `--nginx`.
 pub const DEFAULT: &str = NGINX_VERSION;
@@ -134,172 +134,23 @@ fn is_version(v: &str) -> bool {
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// `../shared/nginx`: the pinned tarballs and Debian packages.
-pub fn shared_nginx() -> PathBuf {
-    root().join("../shared/nginx")
-}
-
-/// The SHA-256 the pinned `SHA256SUMS` gives for `name` (a path relative to
-/// `../shared/nginx`).
-pub fn pinned_sha256(name: &str) -> Result<String> {
-    let sums = shared_nginx().join("SHA256SUMS");
-    let text = fs::read_to_string(&sums).map_err(|e| format!("{}: {e}", sums.display()))?;
-    text.lines()
-        .filter_map(|l| l.split_once(char::is_whitespace))
-        .find(|(_, file)| file.trim().trim_start_matches('*') == name)
-        .map(|(sum, _)| sum.to_string())
-        .ok_or(format!("{} lists no {name}", sums.display()))
-}
-
-/// `sha256sum FILE` (coreutils).
-pub fn sha256(file: &Path) -> Result<String> {
-    let out = Command::new("sha256sum")
-        .arg(file)
-        .output()
-        .map_err(|e| format!("cannot run sha256sum: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "sha256sum {}: {}",
-            file.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .map(str::to_string)
-        .ok_or("sha256sum printed nothing".into())
-}
-
-/// A file that must match its pinned checksum.
-pub fn verified(name: &str) -> Result<PathBuf> {
-    let path = shared_nginx().join(name);
-    if !path.is_file() {
-        return Err(format!(
-            "{} is missing (see ../shared/nginx/README.md)",
-            path.display()
-        ));
-    }
-    let (want, got) = (pinned_sha256(name)?, sha256(&path)?);
-    if want != got {
-        return Err(format!(
-            "{}: SHA-256 {got}, but SHA256SUMS says {want}; refusing to build from it",
-            path.display()
-        ));
-    }
-    Ok(path)
-}
-
-/// A pristine nginx source tree, and what identifies its contents.
-pub struct Source {
-    pub version: String,
-    pub tree: PathBuf,
-    pub identity: String,
-}
-
-/// Where the source of a non-vendored build comes from: `user` if named,
-/// else the pinned tarball of `version`. Tarballs are checked, then
-/// unpacked once under `target/nginx/sources/`.
+/// A pristine nginx source tree for `version` (`source.rs` says from where
+/// and how it is checked): `user` if named, else the mirror, the crate or a
+/// download.
 pub fn source(version: &str, user: Option<&Path>) -> Result<Source> {
-    let (tree, identity) = match user {
-        Some(path) if path.is_dir() => (path.to_path_buf(), tree_identity(path)?),
-        Some(path) if path.is_file() => {
-            let sha = sha256(path)?;
-            (unpack(path, &sha)?, sha)
-        }
-        Some(path) => {
-            return Err(format!(
-                "--nginx-source {}: no such file or directory",
-                path.display()
-            ))
-        }
-        None => {
-            let name = format!("nginx-{version}.tar.gz");
-            let tarball = verified(&name).map_err(|e| {
-                format!(
-                    "no pinned source for nginx {version} ({e}); name one with --nginx-source PATH"
-                )
-            })?;
-            let sha = pinned_sha256(&name)?;
-            (unpack(&tarball, &sha)?, sha)
-        }
-    };
-    let found = tree_version(&tree)?;
-    if !version.is_empty() && found != version {
-        return Err(format!(
-            "{} is nginx {found}, not {version}",
-            user.map_or(tree.clone(), Path::to_path_buf).display()
-        ));
-    }
-    Ok(Source {
-        version: found,
-        tree,
-        identity,
-    })
-}
-
-/// `NGINX_VERSION` of `src/core/nginx.h`.
-pub fn tree_version(tree: &Path) -> Result<String> {
-    let header = tree.join("src/core/nginx.h");
-    let text = fs::read_to_string(&header)
-        .map_err(|e| format!("{}: {e} (not an nginx source tree)", header.display()))?;
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("#define NGINX_VERSION")
-                .and_then(|rest| rest.trim().strip_prefix('"'))
-                .and_then(|rest| rest.split('"').next())
-        })
-        .map(str::to_string)
-        .ok_or(format!("{} defines no NGINX_VERSION", header.display()))
-}
-
-/// Unpacks a `.tar.gz` holding one top directory (both nginx.org's release
-/// tarballs and repository archives do) into `target/nginx/sources/<sha>`.
-fn unpack(tarball: &Path, sha: &str) -> Result<PathBuf> {
-    let dest = target_dir().join("nginx/sources").join(&sha[..16]);
-    let done = dest.join(".unpacked");
-    if done.is_file() {
-        return Ok(dest);
-    }
-    let _ = fs::remove_dir_all(&dest);
-    fs::create_dir_all(&dest).map_err(|e| format!("{}: {e}", dest.display()))?;
-    run_quiet(
-        Command::new("tar")
-            .arg("-xzf")
-            .arg(tarball)
-            .arg("--strip-components=1")
-            .arg("-C")
-            .arg(&dest),
-    )?;
-    fs::write(&done, sha).map_err(|e| format!("{}: {e}", done.display()))?;
-    Ok(dest)
-}
-
-/// What a user's source directory holds: every file's path, size and
-/// modification time (a configured tree's `objs` and `Makefile` left out),
-/// so an edited tree is rebuilt and an untouched one is not.
-pub fn tree_identity(tree: &Path) -> Result<String> {
-    let mut entries = Vec::new();
-    for path in files(tree, &is_build_output)? {
-        let meta = fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mtime = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos());
-        let rel = path
-            .strip_prefix(tree)
-            .unwrap_or(&path)
-            .display()
-            .to_string();
-        entries.push(format!("{rel}\0{}\0{mtime}\n", meta.len()));
-    }
-    Ok(fnv1a(entries.iter().map(|e| e.as_bytes())))
+    crate::source::obtain(
+        version,
+        &crate::source::Options {
+            user: user.map(Path::to_path_buf),
+            ..Default::default()
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::Origin;
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
@@ -337,11 +188,25 @@ mod tests {
     }
 
     #[test]
-    fn every_matrix_version_has_a_pinned_source_or_is_vendored() {
+    fn every_matrix_version_has_a_source_without_nginx_org() {
+        // From the crate, or from the mirror where one is configured (CI's
+        // ../shared/nginx): never a download the suite cannot make.
         assert_eq!(MATRIX[0], DEFAULT);
-        for v in &MATRIX[1..] {
-            let sum = pinned_sha256(&format!("nginx-{v}.tar.gz")).unwrap();
-            assert_eq!(sum.len(), 64, "{v}: {sum}");
+        let mirror = crate::source::mirror();
+        for v in MATRIX {
+            match crate::source::origin(v, &Default::default()) {
+                Origin::Crate(_) => {}
+                Origin::Mirror(p) => {
+                    let sums = mirror.as_ref().unwrap().join("SHA256SUMS");
+                    let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                    assert_eq!(
+                        crate::source::listed_sha256(&sums, &name).unwrap().len(),
+                        64
+                    );
+                }
+                o if mirror.is_none() => eprintln!("{v}: {o} (no mirror configured)"),
+                o => panic!("{v}: {o}, although the mirror is configured"),
+            }
         }
     }
 
@@ -351,21 +216,5 @@ mod tests {
             let p = crate::patched::patches(v).unwrap();
             assert!(p.len() >= 2, "nginx-src-patches/{v}: {p:?}");
         }
-    }
-
-    #[test]
-    fn the_version_is_read_from_nginx_h() {
-        let dir = std::env::temp_dir().join(format!("xtask-ver-{}", std::process::id()));
-        fs::create_dir_all(dir.join("src/core")).unwrap();
-        fs::write(
-            dir.join("src/core/nginx.h"),
-            "#define nginx_version      1031004\n#define NGINX_VERSION      \"1.31.4\"\n",
-        )
-        .unwrap();
-        assert_eq!(tree_version(&dir).unwrap(), "1.31.4");
-        let _ = fs::remove_dir_all(&dir);
-        assert!(tree_version(&dir)
-            .unwrap_err()
-            .contains("not an nginx source tree"));
     }
 }

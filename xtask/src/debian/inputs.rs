@@ -5,8 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::source::{listed_sha256, mirror, sha256, MIRROR_ENV};
 use crate::tree::{fnv1a, run_quiet};
-use crate::versions::{sha256, shared_nginx, verified};
 use crate::workspace::Result;
 
 /// Debian's packages the build and the tests need: nginx, its development
@@ -27,7 +27,8 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
 
 /// Where Debian's packages come from.
 pub enum Inputs {
-    /// `../shared/nginx/debian-sid/`, checked against `SHA256SUMS`.
+    /// The mirror's `debian-sid/` (`GENERATION_RETRY_NGINX_MIRROR`, which CI
+    /// points at `../shared/nginx`), checked against its `SHA256SUMS`.
     Pinned,
     /// The named suite of Debian's archive, downloaded now.
     Suite(String),
@@ -52,7 +53,8 @@ impl Inputs {
 pub(super) fn fetch(inputs: &Inputs, dir: &Path) -> Result<Vec<PathBuf>> {
     match inputs {
         Inputs::Pinned => {
-            let pinned = shared_nginx().join("debian-sid");
+            let mirror = pinned_mirror()?;
+            let pinned = mirror.join("debian-sid");
             let mut debs = Vec::new();
             for entry in fs::read_dir(&pinned).map_err(|e| format!("{}: {e}", pinned.display()))? {
                 let path = entry.map_err(|e| e.to_string())?.path();
@@ -62,7 +64,16 @@ pub(super) fn fetch(inputs: &Inputs, dir: &Path) -> Result<Vec<PathBuf>> {
                 if !name.ends_with(".deb") {
                     continue;
                 }
-                debs.push(verified(&format!("debian-sid/{name}"))?);
+                let want =
+                    listed_sha256(&mirror.join("SHA256SUMS"), &format!("debian-sid/{name}"))?;
+                let got = sha256(&path)?;
+                if want != got {
+                    return Err(format!(
+                        "{}: SHA-256 {got}, but SHA256SUMS says {want}; refusing to use it",
+                        path.display()
+                    ));
+                }
+                debs.push(path);
             }
             debs.sort();
             Ok(debs)
@@ -70,6 +81,15 @@ pub(super) fn fetch(inputs: &Inputs, dir: &Path) -> Result<Vec<PathBuf>> {
         Inputs::Suite(suite) => download(suite, dir),
         Inputs::Installed => Err("the installed nginx-dev needs no packages".into()),
     }
+}
+
+/// The mirror that holds the pinned Debian packages.
+pub(super) fn pinned_mirror() -> Result<PathBuf> {
+    mirror().ok_or(format!(
+        "the pinned Debian packages come from the mirror: set {MIRROR_ENV} to a directory \
+         with debian-sid/ and SHA256SUMS (CI: ../shared/nginx), or use --suite sid \
+         (Debian's current packages) or --installed (this machine's nginx-dev)"
+    ))
 }
 
 /// `apt-get download` of [`DEBIAN_PACKAGES`] from `suite`, with a package
@@ -208,7 +228,11 @@ mod tests {
 
     #[test]
     fn the_pinned_packages_are_the_ones_a_suite_download_fetches() {
-        let sums = fs::read_to_string(shared_nginx().join("SHA256SUMS")).unwrap();
+        let Ok(mirror) = pinned_mirror() else {
+            eprintln!("no {MIRROR_ENV}: no pinned packages to compare");
+            return;
+        };
+        let sums = fs::read_to_string(mirror.join("SHA256SUMS")).unwrap();
         let mut pinned: Vec<String> = sums
             .lines()
             .filter_map(|l| l.split_whitespace().nth(1))

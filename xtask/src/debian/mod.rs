@@ -46,9 +46,10 @@ use crate::workspace::{cargo, target_dir, Result};
 use deb::{abi, make_deb, set_mode};
 use inputs::{dpkg_x, fetch, unpack};
 
-/// `cargo xtask debian [--suite SUITE] [-- TEST ARGS]`.
+/// `cargo xtask debian [--suite SUITE | --installed] [--no-test] [-- TEST ARGS]`.
 pub fn command(args: &[String]) -> Result {
     let mut inputs = Inputs::Pinned;
+    let mut no_test = false;
     let mut it = args.iter();
     let mut extra = Vec::new();
     while let Some(a) = it.next() {
@@ -62,16 +63,29 @@ pub fn command(args: &[String]) -> Result {
                 inputs = Inputs::Suite(s.clone());
             }
             "--installed" => inputs = Inputs::Installed,
+            "--no-test" => no_test = true,
             "--" => {
                 extra = it.cloned().collect();
                 break;
             }
             other => {
                 return Err(format!(
-                "unknown option `{other}`; usage: cargo xtask debian [--suite sid | --installed] [-- TEST ARGS]"
+                "unknown option `{other}`; usage: cargo xtask debian [--suite sid | --installed] \
+                 [--no-test] [-- TEST ARGS]"
             ))
             }
         }
+    }
+    if no_test {
+        // The operator's path: the package, and no test suite compiled.
+        let made = package(&inputs)?;
+        println!(
+            "debian: {} for nginx {}; install it with: apt install {}",
+            made.deb.display(),
+            made.nginx_version,
+            made.deb.display()
+        );
+        return Ok(());
     }
     let step = test_step(&inputs, &extra);
     println!(

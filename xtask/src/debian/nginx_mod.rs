@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::build::MODULE_FILE;
+use crate::source::tree_identity;
 use crate::tree::{copy_tree, fnv1a, is_fresh, make, run_quiet, write_stamp};
-use crate::versions::tree_identity;
 use crate::workspace::{self, Result};
 
 /// What the build adds to `conf_flags`, besides `--add-dynamic-module`:

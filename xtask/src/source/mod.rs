@@ -1,0 +1,469 @@
+//! Where an nginx source tree comes from, for the operator's install and
+//! for every build of the suite: one order, each tarball checked before a
+//! byte of it is built.
+//!
+//! 1. `--nginx-source PATH`: the operator's own tree or tarball.
+//! 2. A mirror directory, when `GENERATION_RETRY_NGINX_MIRROR` names one
+//!    (CI points it at `../shared/nginx`): its `nginx-VERSION.tar.gz`,
+//!    checked against the mirror's `SHA256SUMS` or a `.asc` beside it.
+//! 3. The `nginx-src` crate on crates.io, where a release of it carries
+//!    that nginx ([`CRATES`]); cargo checks it against the registry's
+//!    checksum.
+//! 4. nginx.org's release tarball and its detached signature
+//!    (`GENERATION_RETRY_NGINX_URL` replaces `https://nginx.org/download`),
+//!    checked with `gpgv` against the release keys in `xtask/keys/` (or a
+//!    directory of keys named with `--signing-keys`), or against the
+//!    SHA-256 given with `--sha256`. Downloads are cached in
+//!    `GENERATION_RETRY_CACHE` (default `~/.cache/generation-retry`).
+//!
+//! A tarball that fails its check is refused by name and nothing is built
+//! from it.
+
+mod pgp;
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::tree::{files, fnv1a, is_build_output, run_quiet};
+use crate::workspace::{cargo, target_dir, Result};
+
+pub use pgp::release_keys;
+
+/// The mirror directory's environment variable.
+pub const MIRROR_ENV: &str = "GENERATION_RETRY_NGINX_MIRROR";
+/// Where releases are downloaded from (default [`NGINX_ORG`]).
+pub const URL_ENV: &str = "GENERATION_RETRY_NGINX_URL";
+/// The download cache's environment variable.
+pub const CACHE_ENV: &str = "GENERATION_RETRY_CACHE";
+pub const NGINX_ORG: &str = "https://nginx.org/download";
+
+/// The releases of the `nginx-src` crate, by the nginx they carry (the
+/// newest crate release for each): crates.io's index on 2026-12-02.
+pub const CRATES: &[(&str, &str)] = &[
+    ("1.28.0", "1.28.1+1.28.0"),
+    ("1.28.1", "1.28.3+1.28.1"),
+    ("1.28.2", "1.28.4+1.28.2"),
+    ("1.28.3", "1.28.5+1.28.3"),
+];
+
+/// How a source is obtained and checked.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// `--nginx-source PATH`.
+    pub user: Option<PathBuf>,
+    /// `--sha256 HEX`: a downloaded tarball is accepted by this instead of
+    /// its signature.
+    pub sha256: Option<String>,
+    /// `--signing-keys DIR`: armored public keys instead of `xtask/keys/`.
+    pub keys: Option<PathBuf>,
+}
+
+/// Where a version's source will come from, before anything is fetched.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Origin {
+    User(PathBuf),
+    Mirror(PathBuf),
+    Crate(String),
+    Download(String),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::User(p) => write!(f, "{}", p.display()),
+            Origin::Mirror(p) => write!(f, "{} (mirror, {MIRROR_ENV})", p.display()),
+            Origin::Crate(v) => write!(f, "the nginx-src crate {v} (crates.io)"),
+            Origin::Download(url) => write!(f, "{url} (downloaded, then verified)"),
+        }
+    }
+}
+
+/// A pristine nginx source tree, and what identifies its contents.
+pub struct Source {
+    pub version: String,
+    pub tree: PathBuf,
+    pub identity: String,
+    pub origin: Origin,
+}
+
+/// The mirror directory, when one is configured.
+pub fn mirror() -> Option<PathBuf> {
+    env::var_os(MIRROR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Where `version`'s source comes from ([`Options::user`], the mirror, the
+/// crate, or a download), without fetching anything.
+pub fn origin(version: &str, opts: &Options) -> Origin {
+    if let Some(p) = &opts.user {
+        return Origin::User(p.clone());
+    }
+    let name = tarball_name(version);
+    if let Some(m) = mirror() {
+        if m.join(&name).is_file() {
+            return Origin::Mirror(m.join(&name));
+        }
+    }
+    if let Some((_, krate)) = CRATES.iter().find(|(v, _)| *v == version) {
+        return Origin::Crate(krate.to_string());
+    }
+    let base = env::var(URL_ENV).unwrap_or_else(|_| NGINX_ORG.to_string());
+    Origin::Download(format!("{}/{name}", base.trim_end_matches('/')))
+}
+
+pub fn tarball_name(version: &str) -> String {
+    format!("nginx-{version}.tar.gz")
+}
+
+/// Obtains and checks `version`'s source (`version` may be empty when
+/// `--nginx-source` names it).
+pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
+    let origin = origin(version, opts);
+    let (tree, identity) = match &origin {
+        Origin::User(path) if path.is_dir() => (path.clone(), tree_identity(path)?),
+        Origin::User(path) if path.is_file() => {
+            let sha = sha256(path)?;
+            (unpack(path, &sha)?, sha)
+        }
+        Origin::User(path) => {
+            return Err(format!(
+                "--nginx-source {}: no such file or directory",
+                path.display()
+            ))
+        }
+        Origin::Mirror(path) => {
+            let sha = check_mirrored(path, opts)?;
+            (unpack(path, &sha)?, sha)
+        }
+        Origin::Crate(krate) => from_crate(krate)?,
+        Origin::Download(url) => {
+            let tarball = download_checked(url, opts)?;
+            let sha = sha256(&tarball)?;
+            (unpack(&tarball, &sha)?, sha)
+        }
+    };
+    let found = tree_version(&tree)?;
+    if !version.is_empty() && found != version {
+        return Err(format!("{origin} is nginx {found}, not {version}"));
+    }
+    Ok(Source {
+        version: found,
+        tree,
+        identity,
+        origin,
+    })
+}
+
+/// A mirrored tarball must be listed in the mirror's `SHA256SUMS` or carry
+/// a `.asc` signature beside it; returns its SHA-256.
+fn check_mirrored(path: &Path, opts: &Options) -> Result<String> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let got = sha256(path)?;
+    if let Ok(want) = listed_sha256(&dir.join("SHA256SUMS"), &name) {
+        return if want == got {
+            Ok(got)
+        } else {
+            Err(format!(
+                "{}: SHA-256 {got}, but {}/SHA256SUMS says {want}; refusing to build from it",
+                path.display(),
+                dir.display()
+            ))
+        };
+    }
+    let sig = PathBuf::from(format!("{}.asc", path.display()));
+    if sig.is_file() {
+        signature_check(path, &sig, opts)?;
+        return Ok(got);
+    }
+    Err(format!(
+        "{}: the mirror has no SHA256SUMS entry and no .asc signature for it; \
+         refusing to build from an unchecked tarball",
+        path.display()
+    ))
+}
+
+/// The SHA-256 a `SHA256SUMS` file (`sha256sum`'s output) gives `name`.
+pub fn listed_sha256(sums: &Path, name: &str) -> Result<String> {
+    let text = fs::read_to_string(sums).map_err(|e| format!("{}: {e}", sums.display()))?;
+    text.lines()
+        .filter_map(|l| l.split_once(char::is_whitespace))
+        .find(|(_, file)| file.trim().trim_start_matches('*') == name)
+        .map(|(sum, _)| sum.to_string())
+        .ok_or(format!("{} lists no {name}", sums.display()))
+}
+
+/// The download cache (`GENERATION_RETRY_CACHE`, else
+/// `$XDG_CACHE_HOME/generation-retry`, else `~/.cache/generation-retry`).
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = env::var_os(CACHE_ENV).filter(|v| !v.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(d).join("generation-retry");
+    }
+    match env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(h) => PathBuf::from(h).join(".cache/generation-retry"),
+        None => target_dir().join("download-cache"),
+    }
+}
+
+/// The tarball at `url`, from the cache or downloaded into it, checked
+/// (every time it is used) against `--sha256` or its signature.
+fn download_checked(url: &str, opts: &Options) -> Result<PathBuf> {
+    let name = url.rsplit('/').next().unwrap_or(url);
+    let dir = cache_dir().join("nginx");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let tarball = dir.join(name);
+    if !tarball.is_file() {
+        download(url, &tarball)?;
+    }
+    let checked = match &opts.sha256 {
+        Some(want) => {
+            let got = sha256(&tarball)?;
+            if got.eq_ignore_ascii_case(want.trim()) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{url}: SHA-256 {got}, not the {want} given with --sha256; refusing to build from it"
+                ))
+            }
+        }
+        None => {
+            let sig = dir.join(format!("{name}.asc"));
+            if !sig.is_file() {
+                download(&format!("{url}.asc"), &sig)?;
+            }
+            signature_check(&tarball, &sig, opts).map(|_| ())
+        }
+    };
+    if let Err(e) = checked {
+        // Nothing refused stays in the cache: the next run downloads anew.
+        let _ = fs::remove_file(&tarball);
+        let _ = fs::remove_file(dir.join(format!("{name}.asc")));
+        return Err(e);
+    }
+    Ok(tarball)
+}
+
+/// `file` must carry a good signature `sig` by one of the release keys.
+fn signature_check(file: &Path, sig: &Path, opts: &Options) -> Result<String> {
+    let keys = opts.keys.clone().unwrap_or_else(release_keys);
+    let ring = target_dir().join(format!("nginx-keyring-{}.gpg", std::process::id()));
+    fs::create_dir_all(target_dir()).map_err(|e| e.to_string())?;
+    pgp::keyring(&keys, &ring)?;
+    let verdict = pgp::verify(&ring, sig, file);
+    let _ = fs::remove_file(&ring);
+    let fpr = verdict.map_err(|e| {
+        format!(
+            "{e}; refusing to build from it (the keys: {})",
+            keys.display()
+        )
+    })?;
+    eprintln!(
+        "xtask: {}: good signature by {fpr}",
+        file.file_name().unwrap_or_default().to_string_lossy()
+    );
+    Ok(fpr)
+}
+
+/// `curl` to `dest` (written beside, then renamed: never half a file).
+fn download(url: &str, dest: &Path) -> Result {
+    eprintln!("xtask: downloading {url}");
+    let part = PathBuf::from(format!("{}.part", dest.display()));
+    let out = Command::new("curl")
+        .args(["--fail", "--location", "--silent", "--show-error"])
+        .args(["--proto", "=https,http", "--retry", "2", "--output"])
+        .arg(&part)
+        .arg(url)
+        .output()
+        .map_err(|e| {
+            format!(
+                "cannot run curl ({e}) to download {url}: apt-get install curl \
+                 (dnf install curl), or download it yourself and pass --nginx-source"
+            )
+        })?;
+    if !out.status.success() {
+        let _ = fs::remove_file(&part);
+        return Err(format!(
+            "downloading {url} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    fs::rename(&part, dest).map_err(|e| format!("{}: {e}", dest.display()))
+}
+
+/// The `nginx/` tree of the `nginx-src` crate release `krate`, which cargo
+/// fetches from crates.io (checked against the registry's checksum) into
+/// its own cache, through a stub package that depends on exactly it.
+fn from_crate(krate: &str) -> Result<(PathBuf, String)> {
+    let stub = target_dir().join("nginx/crates").join(krate);
+    fs::create_dir_all(stub.join("src")).map_err(|e| format!("{}: {e}", stub.display()))?;
+    let plain = krate.split('+').next().unwrap_or(krate);
+    fs::write(
+        stub.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"nginx-src-fetch\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+             publish = false\n\n[dependencies]\nnginx-src = \"={plain}\"\n\n[workspace]\n"
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    fs::write(stub.join("src/lib.rs"), "").map_err(|e| e.to_string())?;
+    let out = cargo()
+        .current_dir(&stub)
+        .args(["metadata", "--format-version", "1"])
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo could not fetch nginx-src {krate}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("cargo metadata printed no JSON: {e}"))?;
+    let manifest = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "nginx-src" && p["version"] == krate)
+        .and_then(|p| p["manifest_path"].as_str())
+        .ok_or(format!("cargo metadata lists no nginx-src {krate}"))?;
+    let tree = Path::new(manifest)
+        .parent()
+        .map(|d| d.join("nginx"))
+        .ok_or("nginx-src's manifest has no directory")?;
+    Ok((tree, format!("nginx-src {krate}")))
+}
+
+/// `NGINX_VERSION` of `src/core/nginx.h`.
+pub fn tree_version(tree: &Path) -> Result<String> {
+    let header = tree.join("src/core/nginx.h");
+    let text = fs::read_to_string(&header)
+        .map_err(|e| format!("{}: {e} (not an nginx source tree)", header.display()))?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("#define NGINX_VERSION")
+                .and_then(|rest| rest.trim().strip_prefix('"'))
+                .and_then(|rest| rest.split('"').next())
+        })
+        .map(str::to_string)
+        .ok_or(format!("{} defines no NGINX_VERSION", header.display()))
+}
+
+/// `sha256sum FILE` (coreutils).
+pub fn sha256(file: &Path) -> Result<String> {
+    let out = Command::new("sha256sum")
+        .arg(file)
+        .output()
+        .map_err(|e| format!("cannot run sha256sum: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "sha256sum {}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .map(str::to_string)
+        .ok_or("sha256sum printed nothing".into())
+}
+
+/// Unpacks a `.tar.gz` holding one top directory (both nginx.org's release
+/// tarballs and repository archives do) into `target/nginx/sources/<sha>`.
+fn unpack(tarball: &Path, sha: &str) -> Result<PathBuf> {
+    let dest = target_dir().join("nginx/sources").join(&sha[..16]);
+    let done = dest.join(".unpacked");
+    if done.is_file() {
+        return Ok(dest);
+    }
+    let _ = fs::remove_dir_all(&dest);
+    fs::create_dir_all(&dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+    run_quiet(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(tarball)
+            .arg("--strip-components=1")
+            .arg("-C")
+            .arg(&dest),
+    )?;
+    fs::write(&done, sha).map_err(|e| format!("{}: {e}", done.display()))?;
+    Ok(dest)
+}
+
+/// What a user's source directory holds: every file's path, size and
+/// modification time (a configured tree's `objs` and `Makefile` left out),
+/// so an edited tree is rebuilt and an untouched one is not.
+pub fn tree_identity(tree: &Path) -> Result<String> {
+    let mut entries = Vec::new();
+    for path in files(tree, &is_build_output)? {
+        let meta = fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let rel = path
+            .strip_prefix(tree)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        entries.push(format!("{rel}\0{}\0{mtime}\n", meta.len()));
+    }
+    Ok(fnv1a(entries.iter().map(|e| e.as_bytes())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_origin_follows_the_documented_order() {
+        // The mirror is whatever the environment says; these cases do not
+        // depend on it.
+        let user = Options {
+            user: Some("/src/nginx".into()),
+            ..Options::default()
+        };
+        assert_eq!(origin("1.30.4", &user), Origin::User("/src/nginx".into()));
+        if mirror().is_none() {
+            assert_eq!(
+                origin("1.28.3", &Options::default()),
+                Origin::Crate("1.28.5+1.28.3".into())
+            );
+        }
+        match origin("1.29.0", &Options::default()) {
+            Origin::Download(url) => assert!(url.ends_with("/nginx-1.29.0.tar.gz"), "{url}"),
+            o => panic!("1.29.0 has no crate and no mirror copy: {o:?}"),
+        }
+    }
+
+    #[test]
+    fn every_crate_release_is_newest_for_its_nginx() {
+        for (nginx, krate) in CRATES {
+            assert_eq!(krate.split('+').nth(1), Some(*nginx), "{krate}");
+        }
+    }
+
+    #[test]
+    fn the_version_is_read_from_nginx_h() {
+        let dir = std::env::temp_dir().join(format!("xtask-ver-{}", std::process::id()));
+        fs::create_dir_all(dir.join("src/core")).unwrap();
+        fs::write(
+            dir.join("src/core/nginx.h"),
+            "#define nginx_version      1031004\n#define NGINX_VERSION      \"1.31.4\"\n",
+        )
+        .unwrap();
+        assert_eq!(tree_version(&dir).unwrap(), "1.31.4");
+        let _ = fs::remove_dir_all(&dir);
+        assert!(tree_version(&dir)
+            .unwrap_err()
+            .contains("not an nginx source tree"));
+    }
+}
