@@ -723,3 +723,97 @@ fn a_failing_nginx_t_puts_everything_back() {
         .unwrap();
     assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
 }
+
+/// After an nginx upgrade the module installed before is for the old
+/// version, and `nginx -t` refuses it (`version 1028000 instead of ...`):
+/// the install replaces it instead of asking to fix the configuration
+/// first. Uses the 1.28.0 module `cargo xtask nginx-test --nginx all`
+/// built first; on 1.28.0 itself there is no older module to stand in.
+#[test]
+fn an_nginx_upgrade_replaces_the_module_built_for_the_old_one() {
+    let v = version_string();
+    let old = install_dir().join("../1.28.0/modules").join(MODULE);
+    if v == "1.28.0" {
+        eprintln!(
+            "nginx 1.28.0: no module of an older nginx to replace (the matrix versions run this)"
+        );
+        return;
+    }
+    assert!(
+        old.is_file(),
+        "{} is missing: the matrix versions run after 1.28.0 is built (cargo xtask nginx-test --nginx all)",
+        old.display()
+    );
+    let p = prefix_with(
+        "upgrade",
+        &format!(
+            "include {}/conf/modules.d/*.conf;\nevents {{}}\n",
+            scratch_path("upgrade")
+        ),
+    );
+    fs::create_dir_all(p.join("conf/modules.d")).unwrap();
+    fs::create_dir_all(p.join("modules")).unwrap();
+    let so = p.join("modules").join(MODULE);
+    fs::copy(&old, &so).unwrap();
+    fs::write(
+        p.join("conf/modules.d/generation-retry.conf"),
+        format!("load_module {};\n", so.display()),
+    )
+    .unwrap();
+    let stock = stock();
+    let t = Command::new(&stock)
+        .arg("-p")
+        .arg(&p)
+        .arg("-t")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&t.stderr);
+    assert!(
+        !t.status.success() && said.contains("version 1028000 instead of"),
+        "{said}"
+    );
+
+    let key = Key::new("upgrade");
+    let dir = scratch("www-upgrade");
+    let url = if from_crates_io(&v) {
+        nowhere()
+    } else {
+        let tarball = release_tarball(&dir, &v);
+        key.sign(&tarball);
+        Server::start(dir.clone()).url
+    };
+    let run = {
+        let _one = building();
+        xtask(
+            &[
+                "install",
+                "--for",
+                stock.to_str().unwrap(),
+                "--prefix",
+                p.to_str().unwrap(),
+                "--signing-keys",
+                key.keys.to_str().unwrap(),
+            ],
+            &url,
+            &p.join("cache"),
+        )
+    };
+    assert!(run.ok, "{}", run.said());
+    assert!(
+        run.stderr
+            .contains("refuses the module installed for another nginx"),
+        "{}",
+        run.said()
+    );
+    assert_eq!(
+        fs::read(p.join("modules").join(format!("{MODULE}.old"))).unwrap(),
+        fs::read(&old).unwrap()
+    );
+    let t = Command::new(&stock)
+        .arg("-p")
+        .arg(&p)
+        .arg("-t")
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+}

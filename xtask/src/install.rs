@@ -657,10 +657,18 @@ pub fn install(args: &[String]) -> Result {
         return dry_run(&a, &id, &layout, true);
     }
     if let Err(said) = test_config(&a) {
-        return Err(format!(
-            "{} -t fails before anything was changed; fix the configuration first:\n{said}",
+        if !stale_module(&said) {
+            return Err(format!(
+                "{} -t fails before anything was changed; fix the configuration first:\n{said}",
+                a.binary.display()
+            ));
+        }
+        // After an nginx upgrade: the module there was built for the
+        // nginx before, which this one refuses. Replacing it is the fix.
+        eprintln!(
+            "xtask: {} refuses the module installed for another nginx; replacing it",
             a.binary.display()
-        ));
+        );
     }
     let built = build_module(&a, &id)?;
     prove_loads(&a, &id, &layout, &built.so)?;
@@ -757,6 +765,16 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result {
     fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     fs::set_permissions(path, fs::Permissions::from_mode(0o644))
         .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Whether nginx's only complaint is this module built for another nginx
+/// (`module ".../MODULE.so" version 1028000 instead of 1030004`, or `is
+/// not binary compatible`): what an nginx upgrade leaves behind.
+fn stale_module(said: &str) -> bool {
+    let emerg: Vec<&str> = said.lines().filter(|l| l.contains("[emerg]")).collect();
+    emerg.len() == 1
+        && emerg[0].contains(MODULE_FILE)
+        && (emerg[0].contains(" instead of ") || emerg[0].contains("is not binary compatible"))
 }
 
 /// What to do about a failed `nginx -t`, where its words say.
@@ -952,6 +970,22 @@ mod tests {
             Path::new("/usr/lib/nginx/modules").join(MODULE_FILE)
         );
         assert_eq!(l.conf, Path::new("/etc/nginx/nginx.conf"));
+    }
+
+    #[test]
+    fn only_this_module_built_for_another_nginx_is_stale() {
+        let stale = format!(
+            "nginx: [emerg] module \"/usr/lib/nginx/modules/{MODULE_FILE}\" version 1028000 \
+             instead of 1030004 in /etc/nginx/modules.d/generation-retry.conf:1\n\
+             nginx: configuration file /etc/nginx/nginx.conf test failed"
+        );
+        assert!(stale_module(&stale));
+        assert!(!stale_module(
+            &stale.replace(MODULE_FILE, "ngx_other_module.so")
+        ));
+        assert!(!stale_module(
+            "nginx: [emerg] unknown directive \"frob\" in /etc/nginx/nginx.conf:3"
+        ));
     }
 
     #[test]
