@@ -11,6 +11,13 @@ ngx_gr_objs=`cd "$NGX_OBJS" && pwd`
 ngx_gr_dir=`cd "$ngx_addon_dir" && pwd`
 ngx_gr_target=$ngx_gr_objs/$ngx_gr_name
 
+# cargo runs in the module's directory (below): a relative NGX_CARGO is
+# relative to this tree.
+case "$NGX_CARGO" in
+    [!/]*/*) ngx_gr_cargo_cmd=$ngx_gr_src/$NGX_CARGO ;;
+    *)       ngx_gr_cargo_cmd=$NGX_CARGO ;;
+esac
+
 case "$NGX_PLATFORM" in
     Darwin:*) ngx_gr_cdylib=lib$ngx_gr_name.dylib ;;
     *)        ngx_gr_cdylib=lib$ngx_gr_name.so ;;
@@ -26,12 +33,16 @@ cat << END                                                >> $NGX_MAKEFILE
 
 modules:	$ngx_gr_so
 
-# cargo knows when the module's sources changed: always ask it.
+# cargo knows when the module's sources changed: always ask it. It runs in
+# the module's directory, as cargo reads .cargo/config.toml from the current
+# directory up, not from the manifest's: a source release (cargo xtask dist)
+# has one there that builds from its vendor/ directory, offline.
 .PHONY:	$ngx_gr_so ${ngx_gr_name}_install
 
 $ngx_gr_so:
-	NGINX_BUILD_DIR="$ngx_gr_objs" NGINX_SOURCE_DIR="$ngx_gr_src" \\
-	$NGX_CARGO build --release --locked \\
+	cd "$ngx_gr_dir" \\
+	&& NGINX_BUILD_DIR="$ngx_gr_objs" NGINX_SOURCE_DIR="$ngx_gr_src" \\
+	$ngx_gr_cargo_cmd build --release --locked \\
 		--manifest-path "$ngx_gr_dir/Cargo.toml" \\
 		--package $ngx_gr_name \\
 		--no-default-features --features export-modules \\

@@ -9,6 +9,8 @@
 //!   matrix tests and the Debian package (what CI runs).
 //! - `debian`: the module built Debian's way from `nginx-dev`, packaged as
 //!   a `.deb`, and tested inside Debian's own nginx.
+//! - `dist`: the source release for packagers, every crate vendored, as
+//!   pkg-oss and Debian build Rust modules (offline).
 //! - `external`: the module built against nginx trees of other
 //!   configurations (`NGINX_BUILD_DIR`, `--add-dynamic-module`), then the
 //!   tests that load them.
@@ -27,6 +29,7 @@
 mod build;
 mod check;
 mod debian;
+mod dist;
 mod external;
 mod harness;
 mod install;
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         "build" => build_cmd(rest),
         "check" => check::command(rest),
         "debian" => debian::command(rest),
+        "dist" => dist::command(rest),
         "install" => install::install(rest),
         "uninstall" => install::uninstall(rest),
         "nginx-test" => nginx_test::command(rest),
@@ -110,9 +114,12 @@ uninstall    take it out again (--for NGINX_BINARY [--prefix DIR] [--dry-run])
 debian       build the module from Debian's nginx-dev as Debian builds modules,
              package target/debian/libnginx-mod-http-generation-retry_*.deb and run
              the races in Debian's own nginx; `--suite sid` takes the current
-             packages from Debian unstable instead of ../shared/nginx/debian-sid,
+             packages from Debian unstable instead of the mirror's debian-sid/,
              `--installed` this machine's nginx-dev and nginx; `--no-test`
              builds the .deb and runs nothing
+dist         the source release for packagers: target/dist/generation-retry-VERSION.tar.gz
+             (and .sha256), the module with every crate in vendor/, built offline
+             by ./configure --add-dynamic-module and make modules; --out DIR
 external     build nginx with other flags and the module against it (NGINX_BUILD_DIR,
              --add-dynamic-module) into target/nginx/{NGINX_VERSION}/external/, then
              run t/tests/external.rs
