@@ -4,8 +4,9 @@
 //! test, installed into a scratch prefix (`--prefix`). Its sources come from
 //! crates.io (1.28.x, the `nginx-src` crate) or from a loopback HTTP server
 //! standing in for nginx.org, serving the tarball with a detached signature
-//! by a key this test makes (`--signing-keys`). Nothing reaches any other
-//! host: the download URL is always the loopback server's.
+//! by a key this test makes (`--signing-keys`). Nothing but crates.io (for
+//! the crate, as cargo fetches every crate) is reached: the download URL is
+//! always the loopback server's, or a closed loopback port.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -323,10 +324,26 @@ fn version_string() -> String {
     format!("{a}.{b}.{c}")
 }
 
-/// Whether the `nginx-src` crate carries this version (then the install
-/// takes it from crates.io and downloads nothing).
+/// Whether the install takes this version from the `nginx-src` crate (and
+/// downloads nothing), as its own dry run says.
 fn from_crates_io(v: &str) -> bool {
-    ["1.28.0", "1.28.1", "1.28.2", "1.28.3"].contains(&v)
+    static SAID: OnceLock<(String, bool)> = OnceLock::new();
+    let (version, krate) = SAID.get_or_init(|| {
+        let dir = scratch("origin");
+        let stock = stock();
+        let args = ["install", "--for", stock.to_str().unwrap(), "--dry-run"];
+        let run = xtask(&args, &nowhere(), &dir);
+        assert!(run.ok, "{}", run.said());
+        let line = run
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("1. source of nginx"))
+            .unwrap_or_else(|| panic!("{}", run.said()))
+            .to_string();
+        (version_string(), line.contains("the nginx-src crate"))
+    });
+    assert_eq!(version, v);
+    *krate
 }
 
 /// `nginx-VERSION.tar.gz` of the version under test, made from the
@@ -587,9 +604,9 @@ async fn installs_a_working_module_into_the_nginx_under_test() {
     }
     // Only the module was compiled: no nginx binary in the install tree.
     let work = workspace().join("target/install-test/install").join(&v);
-    assert!(work.join("src/objs/Makefile").is_file());
+    assert!(work.join("tree/src/objs/Makefile").is_file());
     assert!(
-        !work.join("src/objs/nginx").exists(),
+        !work.join("tree/src/objs/nginx").exists(),
         "install built nginx itself"
     );
 
@@ -630,17 +647,31 @@ async fn installs_a_working_module_into_the_nginx_under_test() {
     lab.assert_rescued(&race);
     lab.finish();
 
-    let out = xtask(
-        &[
+    // While the configuration uses the module, uninstall takes nothing.
+    let conf = p.join("conf/nginx.conf");
+    let plain = fs::read_to_string(&conf).unwrap();
+    let using = plain.replace("http { }", "http { generation_retry_resnapshot on; }");
+    assert_ne!(using, plain);
+    fs::write(&conf, using).unwrap();
+    let uninstall = || {
+        let args = [
             "uninstall",
             "--for",
             stock.to_str().unwrap(),
             "--prefix",
             p.to_str().unwrap(),
-        ],
-        &nowhere(),
-        &cache,
+        ];
+        xtask(&args, &nowhere(), &cache)
+    };
+    let out = uninstall();
+    assert!(
+        !out.ok && out.stderr.contains("was put back and nothing was removed"),
+        "{}",
+        out.said()
     );
+    assert!(so.exists() && snippet.exists());
+    fs::write(&conf, plain).unwrap();
+    let out = uninstall();
     assert!(
         out.ok && out.stdout.contains("-t is successful"),
         "{}",
@@ -675,7 +706,9 @@ fn a_failing_nginx_t_puts_everything_back() {
     fs::create_dir_all(p.join("conf/modules.d")).unwrap();
     fs::create_dir_all(p.join("modules")).unwrap();
     let so = p.join("modules").join(MODULE);
+    let old = p.join("modules").join(format!("{MODULE}.old"));
     fs::write(&so, b"the module installed before").unwrap();
+    fs::write(&old, b"the one before that").unwrap();
     let stock = stock();
     let key = Key::new("rollback");
     let dir = scratch("www-rollback");
@@ -686,22 +719,20 @@ fn a_failing_nginx_t_puts_everything_back() {
         key.sign(&tarball);
         Server::start(dir.clone()).url
     };
-    let run = {
+    let install = || {
         let _one = building();
-        xtask(
-            &[
-                "install",
-                "--for",
-                stock.to_str().unwrap(),
-                "--prefix",
-                p.to_str().unwrap(),
-                "--signing-keys",
-                key.keys.to_str().unwrap(),
-            ],
-            &url,
-            &p.join("cache"),
-        )
+        let args = [
+            "install",
+            "--for",
+            stock.to_str().unwrap(),
+            "--prefix",
+            p.to_str().unwrap(),
+            "--signing-keys",
+            key.keys.to_str().unwrap(),
+        ];
+        xtask(&args, &url, &p.join("cache"))
     };
+    let run = install();
     assert!(!run.ok, "{}", run.said());
     assert!(
         run.stderr.contains("everything was put back as it was")
@@ -713,7 +744,7 @@ fn a_failing_nginx_t_puts_everything_back() {
         run.said()
     );
     assert_eq!(fs::read(&so).unwrap(), b"the module installed before");
-    assert!(!p.join("modules").join(format!("{MODULE}.old")).exists());
+    assert_eq!(fs::read(&old).unwrap(), b"the one before that");
     assert!(!p.join("conf/modules.d/generation-retry.conf").exists());
     let t = Command::new(&stock)
         .arg("-p")
@@ -722,6 +753,24 @@ fn a_failing_nginx_t_puts_everything_back() {
         .output()
         .unwrap();
     assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+
+    // The module there already is the one built (only the snippet is
+    // new): it stays when the snippet is taken back.
+    let built = workspace()
+        .join("target/install-test/install")
+        .join(&v)
+        .join("module")
+        .join(MODULE);
+    fs::copy(&built, &so).unwrap();
+    fs::remove_file(&old).unwrap();
+    let run = install();
+    assert!(
+        !run.ok && run.stderr.contains("everything was put back"),
+        "{}",
+        run.said()
+    );
+    assert_eq!(fs::read(&so).unwrap(), fs::read(&built).unwrap());
+    assert!(!old.exists() && !p.join("conf/modules.d/generation-retry.conf").exists());
 }
 
 /// After an nginx upgrade the module installed before is for the old

@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::patched::{self, StockBuild};
 use crate::prereq;
 use crate::test_wrap;
-use crate::tree::{copy_if_changed, files, fnv1a, nginx_tree};
+use crate::tree::{copy_if_changed, files, fnv1a, nginx_tree, Make};
 use crate::versions::{self, Selection, Which, DEFAULT, FLAGS, MATRIX};
 use crate::workspace::{cargo, root, run, target_dir, version_dir, Result};
 
@@ -126,6 +126,7 @@ fn build_from_source(version: &str, user: Option<&Path>) -> Result<Built> {
         &install.join("stock-build"),
         &flags,
         &[],
+        Make::Binary,
     )?;
     let objs = tree.join("objs");
     let stock_nginx = install.join("stock/sbin/nginx");

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::build::{module_against, Built, MODULE_FILE};
-use crate::tree::{copy_if_changed, make, nginx_tree};
+use crate::tree::{copy_if_changed, make_target, nginx_tree, Make};
 use crate::workspace::{root, Result};
 
 /// Someone else's nginx: a debug build with another prefix, without
@@ -61,6 +61,7 @@ pub fn build(built: &Built) -> Result<PathBuf> {
         &work.join("debug"),
         &args(EXTERNAL_FLAGS, &[]),
         &[],
+        Make::Binary,
     )?;
     let objs = tree.join("objs");
     copy_if_changed(&objs.join("nginx"), &out.join("sbin/nginx"))?;
@@ -78,11 +79,12 @@ pub fn build(built: &Built) -> Result<PathBuf> {
         &work.join("addon"),
         &args(ADDON_FLAGS, &[add]),
         &config,
+        Make::Binary,
     )?;
     let objs = tree.join("objs");
     if !rebuilt {
         // The tree is as configured; the module's sources may have changed.
-        make(&tree, &objs, "modules")?;
+        make_target(&tree, &objs, "modules")?;
     }
     let addon = out.join("addon");
     copy_if_changed(&objs.join("nginx"), &addon.join("sbin/nginx"))?;

@@ -4,7 +4,7 @@
 //! - `cargo xtask install --for BINARY`: reads `BINARY -V`; stops with exit 0
 //!   below nginx 1.27.3 (no `resolve`, no race) and with the way to build
 //!   against the binary's own tree when it lacks `--with-compat`; obtains
-//!   that exact version's source (`source.rs`: `--nginx-source`, the
+//!   that exact version's source (`source/mod.rs`: `--nginx-source`, the
 //!   mirror, the `nginx-src` crate, or nginx.org's signed tarball);
 //!   configures it with the flags of the binary that decide structure
 //!   layouts and which parts the module has (no `make`: no nginx is built);
@@ -30,7 +30,7 @@ use std::process::{Command, Output};
 
 use crate::build::{module_against, MODULE_FILE, MODULE_PACKAGE};
 use crate::source::{self, Options};
-use crate::tree::{configure, copy_source, fnv1a, is_fresh, write_stamp};
+use crate::tree::{nginx_tree, Make};
 use crate::workspace::{target_dir, Result};
 
 /// The first nginx with `server ... resolve` in open source, and with it
@@ -246,6 +246,27 @@ impl Layout {
     }
 }
 
+/// The Debian package that installed the module here, if one did: dpkg
+/// knows the shared object, or the `modules-enabled` file is a link.
+/// Files a package owns are left to apt.
+fn package_owner(layout: &Layout) -> Option<String> {
+    let linked = fs::symlink_metadata(&layout.snippet).is_ok_and(|m| m.file_type().is_symlink());
+    let out = Command::new("dpkg-query")
+        .arg("--search")
+        .arg(layout.module())
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    match out {
+        Some(o) => String::from_utf8_lossy(&o.stdout)
+            .split(':')
+            .next()
+            .map(|p| p.trim().to_string()),
+        None if linked => Some("a package (the modules-enabled file is a link)".into()),
+        None => None,
+    }
+}
+
 /// `BINARY -V`, read.
 fn identify(binary: &Path) -> Result<Identity> {
     let out = Command::new(binary)
@@ -276,8 +297,8 @@ fn admissible(a: &Args, id: &Identity) -> Result<bool> {
     }
     if id.has("--without-http_upstream_zone_module") {
         println!(
-            "{bin} (nginx {v}) has no upstream zone module, so no `resolve` and no race. \
-             Nothing to install."
+            "{bin} (nginx {v}) has no http upstream zone module, which the module needs (the \
+             generation it follows lives in the zone). Nothing to install."
         );
         return Ok(false);
     }
@@ -326,6 +347,16 @@ const CC: Prerequisite = Prerequisite {
     apt: "gcc",
     dnf: "gcc",
 };
+const CURL: Prerequisite = Prerequisite {
+    what: "curl (the download from nginx.org)",
+    apt: "curl",
+    dnf: "curl",
+};
+const GPGV: Prerequisite = Prerequisite {
+    what: "gpgv (the release signature's check)",
+    apt: "gpgv",
+    dnf: "gnupg2",
+};
 const LIBCLANG: Prerequisite = Prerequisite {
     what: "libclang (bindgen)",
     apt: "libclang-dev",
@@ -348,7 +379,8 @@ fn headers(flags: &[String]) -> Vec<(&'static str, Prerequisite)> {
     }
     if !has("--without-pcre") && !has("--without-http_rewrite_module") {
         out.push((
-            "#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>",
+            // nginx takes PCRE2, or the older PCRE when that is all there is.
+            "#if __has_include(<pcre2.h>)\n#else\n#include <pcre.h>\n#endif",
             Prerequisite {
                 what: "PCRE2 headers",
                 apt: "libpcre2-dev",
@@ -405,8 +437,24 @@ fn has_libclang() -> bool {
 
 /// Every prerequisite of configuring with `flags` and running bindgen,
 /// checked; the missing ones named with the one line that installs them.
-fn check_prerequisites(flags: &[String]) -> Result {
+fn check_prerequisites(flags: &[String], download: Option<&source::Options>) -> Result {
     let mut missing = Vec::new();
+    // A download needs curl, and gpgv unless a SHA-256 stands in for the
+    // signature.
+    let runs = |tool: &str| {
+        Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if let Some(opts) = download {
+        if !runs("curl") {
+            missing.push(CURL);
+        }
+        if opts.sha256.is_none() && !runs("gpgv") {
+            missing.push(GPGV);
+        }
+    }
     let cc_runs = Command::new("cc")
         .arg("--version")
         .output()
@@ -466,23 +514,22 @@ pub struct ModuleBuild {
 /// nothing that decides them changed). Nothing else is built.
 fn build_module(a: &Args, id: &Identity) -> Result<ModuleBuild> {
     let flags = tree_flags(id);
-    check_prerequisites(&flags)?;
+    let download = matches!(
+        source::origin(&id.version, &a.source),
+        source::Origin::Download(_)
+    );
+    check_prerequisites(&flags, download.then_some(&a.source))?;
     let src = source::obtain(&id.version, &a.source)?;
     eprintln!("xtask: nginx {} from {}", src.version, src.origin);
     let work = target_dir().join("install").join(&src.version);
-    let stamp = fnv1a([src.identity.as_bytes(), flags.join(" ").as_bytes()]);
-    let tree = work.join("src");
-    if !is_fresh(&work, &stamp, &tree.join("objs/Makefile")) {
-        eprintln!(
-            "xtask: configuring nginx {} with {}",
-            src.version,
-            flags.join(" ")
-        );
-        let _ = fs::remove_dir_all(&work);
-        copy_source(&src.tree, &tree)?;
-        configure(&tree, &flags)?;
-        write_stamp(&work, &stamp)?;
-    }
+    let (tree, _, stamp) = nginx_tree(
+        &src.tree,
+        &src.identity,
+        &work.join("tree"),
+        &flags,
+        &[],
+        Make::ConfigureOnly,
+    )?;
     let so = module_against(&tree.join("objs"), &stamp, &work.join("module"))?;
     Ok(ModuleBuild {
         so,
@@ -590,7 +637,7 @@ pub fn build_for(args: &[String]) -> Result {
 /// What `--dry-run` prints: each step, nothing done.
 fn dry_run(a: &Args, id: &Identity, layout: &Layout, install: bool) -> Result {
     let flags = tree_flags(id);
-    let work = target_dir().join("install").join(&id.version);
+    let work = target_dir().join("install").join(&id.version).join("tree");
     println!("dry run: nothing is fetched, built, written or tested");
     println!(
         "1. source of nginx {}: {}",
@@ -604,8 +651,9 @@ fn dry_run(a: &Args, id: &Identity, layout: &Layout, install: bool) -> Result {
     );
     println!(
         "3. NGINX_BUILD_DIR={} cargo build --release --locked -p {MODULE_PACKAGE} \
-         --no-default-features --features export-modules",
-        work.join("src/objs").display()
+         --no-default-features --features export-modules --target-dir {}",
+        work.join("src/objs").display(),
+        crate::build::module_target_dir().display()
     );
     println!(
         "4. {} -t of a scratch configuration that loads it",
@@ -637,11 +685,75 @@ fn dry_run(a: &Args, id: &Identity, layout: &Layout, install: bool) -> Result {
     Ok(())
 }
 
-/// What the install changed, to put back on failure.
+/// What a file was before the install touched it.
+enum Was {
+    Absent,
+    File(Vec<u8>),
+}
+
+impl Was {
+    /// `path` as it is now: absent, or its bytes. Any other error (a file
+    /// that cannot be read) stops the install before it changes anything.
+    fn read(path: &Path) -> Result<Was> {
+        match fs::read(path) {
+            Ok(b) => Ok(Was::File(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Was::Absent),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// Puts `path` back as it was.
+    fn restore(&self, path: &Path) -> Result {
+        match self {
+            Was::File(b) => {
+                if fs::read(path).ok().as_deref() != Some(&b[..]) {
+                    replace(path, b)?;
+                }
+                Ok(())
+            }
+            Was::Absent => match fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(format!("{}: {e}", path.display()))
+                }
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+/// The files the install may change, as they were before it, to put back
+/// on failure.
 struct Undo {
-    module_existed: bool,
-    snippet: Option<Vec<u8>>,
+    module: Was,
+    previous: Was,
+    snippet: Was,
     snippet_dir_made: bool,
+}
+
+impl Undo {
+    fn take(layout: &Layout) -> Result<Undo> {
+        let dir = layout.snippet.parent().unwrap_or(Path::new("/"));
+        Ok(Undo {
+            module: Was::read(&layout.module())?,
+            previous: Was::read(&layout.previous())?,
+            snippet: Was::read(&layout.snippet)?,
+            snippet_dir_made: !dir.is_dir(),
+        })
+    }
+
+    /// Puts back every file as it was (each one tried, the first error
+    /// said).
+    fn put_back(&self, layout: &Layout) -> Result {
+        let results = [
+            self.module.restore(&layout.module()),
+            self.previous.restore(&layout.previous()),
+            self.snippet.restore(&layout.snippet),
+        ];
+        if self.snippet_dir_made {
+            let _ = fs::remove_dir(layout.snippet.parent().unwrap_or(Path::new("/")));
+        }
+        results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
+    }
 }
 
 /// `cargo xtask install --for BINARY [...]`.
@@ -656,8 +768,16 @@ pub fn install(args: &[String]) -> Result {
     if a.dry_run {
         return dry_run(&a, &id, &layout, true);
     }
+    if let Some(owner) = package_owner(&layout) {
+        return Err(format!(
+            "{} was installed by {owner}: upgrade it as a package (cargo xtask debian \
+             --installed --no-test, then apt install ./target/debian/*.deb), or \
+             apt remove it before installing this way",
+            layout.module().display()
+        ));
+    }
     if let Err(said) = test_config(&a) {
-        if !stale_module(&said) {
+        if !stale_module(&said, &layout.module()) {
             return Err(format!(
                 "{} -t fails before anything was changed; fix the configuration first:\n{said}",
                 a.binary.display()
@@ -686,18 +806,23 @@ pub fn install(args: &[String]) -> Result {
         return next_steps(&a, &layout);
     }
 
-    let undo = put_in(&layout, &new, &text, same_module)?;
-    if let Err(said) = test_config(&a) {
-        let restored = take_back(&layout, undo);
-        return Err(format!(
-            "{} -t failed with the module installed, so {} (nginx said:\n{said})\n{}",
-            a.binary.display(),
-            match restored {
-                Ok(()) => "everything was put back as it was".to_string(),
-                Err(e) => format!("putting it back failed too: {e}"),
-            },
-            hint(&said, &layout)
-        ));
+    let undo = Undo::take(&layout)?;
+    let failed = match put_in(&layout, &new, &text, same_module) {
+        Err(e) => Some(format!("installing failed: {e}")),
+        Ok(()) => test_config(&a).err().map(|said| {
+            format!(
+                "{} -t failed with the module installed (nginx said:\n{said})\n{}",
+                a.binary.display(),
+                hint(&said, &layout)
+            )
+        }),
+    };
+    if let Some(why) = failed {
+        let restored = match undo.put_back(&layout) {
+            Ok(()) => "everything was put back as it was".to_string(),
+            Err(e) => format!("putting it back failed too: {e}"),
+        };
+        return Err(format!("{why}\n{restored}"));
     }
     println!(
         "xtask: installed {} for nginx {} and wrote {}; {} -t is successful",
@@ -710,55 +835,34 @@ pub fn install(args: &[String]) -> Result {
 }
 
 /// Installs the shared object (unless `same_module`: the one there is the
-/// same bytes), the old one kept as `.so.old`, and the snippet.
-fn put_in(layout: &Layout, new: &[u8], text: &str, same_module: bool) -> Result<Undo> {
+/// same bytes), the one there before kept as `.so.old`, and the snippet.
+/// The module's path never goes missing: the old file is hard-linked to
+/// `.so.old`, then the new one renamed over it, so a reload at any moment
+/// finds a module, and a running nginx keeps the file it mapped.
+fn put_in(layout: &Layout, new: &[u8], text: &str, same_module: bool) -> Result {
     let module = layout.module();
-    let module_existed = module.is_file();
     fs::create_dir_all(&layout.modules)
         .map_err(|e| format!("{}: {e}", layout.modules.display()))?;
     if !same_module {
-        // Written beside, then renamed: a running nginx keeps the file it
-        // mapped, and never sees half of the new one.
-        let tmp = layout.modules.join(format!(".{MODULE_FILE}.new"));
-        write_file(&tmp, new)?;
-        if module_existed {
-            fs::rename(&module, layout.previous())
-                .map_err(|e| format!("{}: {e}", module.display()))?;
+        if module.is_file() {
+            let previous = layout.previous();
+            let _ = fs::remove_file(&previous);
+            fs::hard_link(&module, &previous)
+                .map_err(|e| format!("{} -> {}: {e}", module.display(), previous.display()))?;
         }
-        fs::rename(&tmp, &module).map_err(|e| format!("{}: {e}", module.display()))?;
+        replace(&module, new)?;
     }
     let dir = layout.snippet.parent().unwrap_or(Path::new("/"));
-    let snippet_dir_made = !dir.is_dir();
     fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let snippet = fs::read(&layout.snippet).ok();
-    let tmp = dir.join(format!(".{SNIPPET_NAME}.new"));
-    write_file(&tmp, text.as_bytes())?;
-    fs::rename(&tmp, &layout.snippet).map_err(|e| format!("{}: {e}", layout.snippet.display()))?;
-    Ok(Undo {
-        module_existed: module_existed && !same_module,
-        snippet,
-        snippet_dir_made,
-    })
+    replace(&layout.snippet, text.as_bytes())
 }
 
-/// Puts back what [`put_in`] changed.
-fn take_back(layout: &Layout, undo: Undo) -> Result {
-    let module = layout.module();
-    if undo.module_existed {
-        fs::rename(layout.previous(), &module).map_err(|e| format!("{}: {e}", module.display()))?;
-    } else if fs::read(&module).is_ok() && !undo.module_existed {
-        // Only a module this run put there is removed.
-        let _ = fs::remove_file(&module);
-    }
-    match undo.snippet {
-        Some(old) => write_file(&layout.snippet, &old)?,
-        None => fs::remove_file(&layout.snippet)
-            .map_err(|e| format!("{}: {e}", layout.snippet.display()))?,
-    }
-    if undo.snippet_dir_made {
-        let _ = fs::remove_dir(layout.snippet.parent().unwrap_or(Path::new("/")));
-    }
-    Ok(())
+/// `path` replaced by `bytes` (mode 0644): written beside, then renamed.
+fn replace(path: &Path, bytes: &[u8]) -> Result {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.new"));
+    write_file(&tmp, bytes)?;
+    fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result {
@@ -770,10 +874,10 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result {
 /// Whether nginx's only complaint is this module built for another nginx
 /// (`module ".../MODULE.so" version 1028000 instead of 1030004`, or `is
 /// not binary compatible`): what an nginx upgrade leaves behind.
-fn stale_module(said: &str) -> bool {
+fn stale_module(said: &str, module: &Path) -> bool {
     let emerg: Vec<&str> = said.lines().filter(|l| l.contains("[emerg]")).collect();
     emerg.len() == 1
-        && emerg[0].contains(MODULE_FILE)
+        && emerg[0].contains(&format!("module \"{}\"", module.display()))
         && (emerg[0].contains(" instead of ") || emerg[0].contains("is not binary compatible"))
 }
 
@@ -837,6 +941,12 @@ pub fn uninstall(args: &[String]) -> Result {
     let id = identify(&a.binary)?;
     let layout = Layout::of(&id, a.prefix.as_deref());
     let (module, previous) = (layout.module(), layout.previous());
+    if let Some(owner) = package_owner(&layout) {
+        return Err(format!(
+            "{} was installed by {owner}: remove it with apt remove (or apt purge)",
+            module.display()
+        ));
+    }
     if a.dry_run {
         println!("dry run: nothing is removed");
         println!("1. remove {}", layout.snippet.display());
@@ -847,7 +957,10 @@ pub fn uninstall(args: &[String]) -> Result {
         println!("3. remove {} and {}", module.display(), previous.display());
         return Ok(());
     }
-    let snippet = fs::read(&layout.snippet).ok();
+    let snippet = match Was::read(&layout.snippet)? {
+        Was::File(b) => Some(b),
+        Was::Absent => None,
+    };
     if snippet.is_none() && !module.is_file() {
         println!(
             "xtask: neither {} nor {} is there; nothing changed",
@@ -862,7 +975,7 @@ pub fn uninstall(args: &[String]) -> Result {
     }
     if let Err(said) = test_config(&a) {
         if let Some(old) = snippet {
-            write_file(&layout.snippet, &old)?;
+            replace(&layout.snippet, &old)?;
         }
         return Err(format!(
             "{} -t fails without the module, so {} was put back and nothing was removed; the \
@@ -979,12 +1092,19 @@ mod tests {
              instead of 1030004 in /etc/nginx/modules.d/generation-retry.conf:1\n\
              nginx: configuration file /etc/nginx/nginx.conf test failed"
         );
-        assert!(stale_module(&stale));
+        let ours = Path::new("/usr/lib/nginx/modules").join(MODULE_FILE);
+        assert!(stale_module(&stale, &ours));
         assert!(!stale_module(
-            &stale.replace(MODULE_FILE, "ngx_other_module.so")
+            &stale,
+            &Path::new("/opt/elsewhere").join(MODULE_FILE)
         ));
         assert!(!stale_module(
-            "nginx: [emerg] unknown directive \"frob\" in /etc/nginx/nginx.conf:3"
+            &stale.replace(MODULE_FILE, "ngx_other_module.so"),
+            &ours
+        ));
+        assert!(!stale_module(
+            "nginx: [emerg] unknown directive \"frob\" in /etc/nginx/nginx.conf:3",
+            &ours
         ));
     }
 

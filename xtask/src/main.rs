@@ -7,6 +7,8 @@
 //! - `nginx-test`: `build` and `external`'s builds, then the unit tests and
 //!   the integration suite; `--nginx all` adds every other version's
 //!   matrix tests and the Debian package (what CI runs).
+//! - `install`, `uninstall`: the operator's commands, the module built for
+//!   the nginx binary named and installed beside it, or taken out.
 //! - `debian`: the module built Debian's way from `nginx-dev`, packaged as
 //!   a `.deb`, and tested inside Debian's own nginx.
 //! - `dist`: the source release for packagers, every crate vendored, as
@@ -22,7 +24,7 @@
 //!   repository; every one must be caught.
 //!
 //! The modules use one another one way only (a test below keeps it so):
-//! `nginx_test`, `mutants` > `debian`, `valgrind`, `external`, `install` > `build` >
+//! `nginx_test`, `mutants` > `debian`, `valgrind`, `external`, `install`, `dist` > `build` >
 //! `patched`, `versions`, `prereq`, `test_wrap` > `source` > `tree` > `workspace`; `harness`
 //! (running the test crate) and `check` use `workspace` alone.
 

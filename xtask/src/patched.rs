@@ -8,7 +8,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::tree::{configure, copy_if_changed, copy_source, fnv1a, is_fresh, make, write_stamp};
+use crate::tree::{
+    configure, copy_if_changed, copy_source, fnv1a, is_fresh, make_target, write_stamp,
+};
 use crate::workspace::{root, Result};
 
 /// What nginx-src recorded about the stock build: its source tree and flags.
@@ -144,7 +146,7 @@ pub fn build_with(
     let mut flags = flags.to_vec();
     flags.push(format!("--builddir={}", objs.display()));
     configure(&tree, &flags)?;
-    make(&tree, &objs, "build")?;
+    make_target(&tree, &objs, "build")?;
     copy_if_changed(&objs.join("nginx"), &binary)?;
     write_stamp(&work, &stamp)?;
     Ok(binary)

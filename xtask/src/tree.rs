@@ -127,7 +127,7 @@ pub(crate) fn configure(tree: &Path, args: &[String]) -> Result {
 }
 
 /// `make -f OBJS/Makefile -jN TARGET` in a configured nginx tree.
-pub(crate) fn make(tree: &Path, objs: &Path, target: &str) -> Result {
+pub(crate) fn make_target(tree: &Path, objs: &Path, target: &str) -> Result {
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
     run_quiet(
         Command::new("make")
@@ -140,16 +140,18 @@ pub(crate) fn make(tree: &Path, objs: &Path, target: &str) -> Result {
 }
 
 /// A copy of the nginx tree `source` (whose contents `identity` names) in
-/// `work/src`, configured with `args` and built (`objs/` inside the tree,
-/// as nginx does by default), unless the stamp says the one there was made
-/// the same way (`inputs`: anything else that decides the build). Returns
-/// the tree, whether it was (re)built, and its stamp.
+/// `work/src`, configured with `args` and, when `make` says so, built
+/// (`objs/` inside the tree, as nginx does by default), unless the stamp
+/// says the one there was made the same way (`inputs`: anything else that
+/// decides the build). Returns the tree, whether it was (re)made, and its
+/// stamp.
 pub(crate) fn nginx_tree(
     source: &Path,
     identity: &str,
     work: &Path,
     args: &[String],
     inputs: &[Vec<u8>],
+    make: Make,
 ) -> Result<(PathBuf, bool, String)> {
     let joined = args.join(" ");
     let stamp = fnv1a(
@@ -159,23 +161,43 @@ pub(crate) fn nginx_tree(
     );
     let tree = work.join("src");
     let objs = tree.join("objs");
-    if is_fresh(work, &stamp, &objs.join("nginx")) {
+    let product = match make {
+        Make::Binary => objs.join("nginx"),
+        Make::ConfigureOnly => objs.join("Makefile"),
+    };
+    if is_fresh(work, &stamp, &product) {
         return Ok((tree, false, stamp));
     }
     let started = Instant::now();
+    let what = match make {
+        Make::Binary => "building",
+        Make::ConfigureOnly => "configuring",
+    };
     eprintln!(
-        "xtask: building nginx from {} with {joined}",
+        "xtask: {what} nginx from {} with {joined}",
         source.display()
     );
     let _ = fs::remove_dir_all(work);
     copy_source(source, &tree)?;
     configure(&tree, args)?;
-    make(&tree, &objs, "build")?;
+    if make == Make::Binary {
+        make_target(&tree, &objs, "build")?;
+    }
     write_stamp(work, &stamp)?;
     eprintln!(
-        "xtask: built {} in {:.1} s",
-        objs.join("nginx").display(),
+        "xtask: {} in {:.1} s",
+        product.display(),
         started.elapsed().as_secs_f64()
     );
     Ok((tree, true, stamp))
+}
+
+/// What [`nginx_tree`] makes of a configured tree.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Make {
+    /// `make build`: the nginx binary.
+    Binary,
+    /// Nothing: `objs/` with its headers and Makefile, all a module's
+    /// bindings need.
+    ConfigureOnly,
 }

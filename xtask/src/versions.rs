@@ -6,7 +6,7 @@
 //! - 1.28.3 comes from the `nginx-src` crate release that carries it, 1.30.4
 //!   and 1.31.4 from the mirror (`GENERATION_RETRY_NGINX_MIRROR`, which CI
 //!   points at `../shared/nginx`) or nginx.org, each checked before use
-//!   (`source.rs`).
+//!   (`source/mod.rs`).
 //! - `--nginx-source PATH` names any nginx source instead: an nginx.org
 //!   release tarball (`./configure` at the top), a repository archive or
 //!   checkout (`auto/configure`), as a directory or a `.tar.gz`.
@@ -56,8 +56,6 @@ pub enum Which {
 pub struct Selection {
     pub which: Which,
     pub source: Option<PathBuf>,
-    /// `--for BINARY`: build for that nginx (`build` only).
-    pub for_binary: Option<PathBuf>,
 }
 
 /// Parses `--nginx VERSION|all` and `--nginx-source PATH` (also as
@@ -65,7 +63,6 @@ pub struct Selection {
 pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
     let mut version = None;
     let mut source = None;
-    let mut for_binary = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         if arg == "--" {
@@ -84,19 +81,15 @@ pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
         match name {
             "--nginx" => version = Some(value()?),
             "--nginx-source" => source = Some(PathBuf::from(value()?)),
-            "--for" => for_binary = Some(PathBuf::from(value()?)),
             other => {
                 return Err(format!(
                     "unknown option `{other}` (options: --nginx VERSION|all, \
-                     --nginx-source PATH, --for NGINX_BINARY; test filters go after `--`)"
+                     --nginx-source PATH; test filters go after `--`)"
                 ))
             }
         }
     }
     let rest: Vec<String> = it.cloned().collect();
-    if for_binary.is_some() && version.is_some() {
-        return Err("--for reads the version from the binary; leave out --nginx".into());
-    }
     let which = match version.as_deref() {
         Some("all") => {
             if source.is_some() {
@@ -116,14 +109,7 @@ pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
         None if source.is_some() => Which::One(String::new()),
         None => Which::One(DEFAULT.to_string()),
     };
-    Ok((
-        Selection {
-            which,
-            source,
-            for_binary,
-        },
-        rest,
-    ))
+    Ok((Selection { which, source }, rest))
 }
 
 fn is_version(v: &str) -> bool {
@@ -134,7 +120,7 @@ fn is_version(v: &str) -> bool {
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// A pristine nginx source tree for `version` (`source.rs` says from where
+/// A pristine nginx source tree for `version` (`source/mod.rs` says from where
 /// and how it is checked): `user` if named, else the mirror, the crate or a
 /// download.
 pub fn source(version: &str, user: Option<&Path>) -> Result<Source> {

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::source::{listed_sha256, mirror, sha256, MIRROR_ENV};
+use crate::source::{check_listed, mirror, sha256, MIRROR_ENV};
 use crate::tree::{fnv1a, run_quiet};
 use crate::workspace::Result;
 
@@ -64,15 +64,11 @@ pub(super) fn fetch(inputs: &Inputs, dir: &Path) -> Result<Vec<PathBuf>> {
                 if !name.ends_with(".deb") {
                     continue;
                 }
-                let want =
-                    listed_sha256(&mirror.join("SHA256SUMS"), &format!("debian-sid/{name}"))?;
-                let got = sha256(&path)?;
-                if want != got {
-                    return Err(format!(
-                        "{}: SHA-256 {got}, but SHA256SUMS says {want}; refusing to use it",
-                        path.display()
-                    ));
-                }
+                check_listed(
+                    &mirror.join("SHA256SUMS"),
+                    &format!("debian-sid/{name}"),
+                    &path,
+                )?;
                 debs.push(path);
             }
             debs.sort();
@@ -229,7 +225,13 @@ mod tests {
     #[test]
     fn the_pinned_packages_are_the_ones_a_suite_download_fetches() {
         let Ok(mirror) = pinned_mirror() else {
-            eprintln!("no {MIRROR_ENV}: no pinned packages to compare");
+            // Without the mirror there is nothing pinned: the refusal must
+            // name the variable and the other inputs.
+            let err = pinned_mirror().unwrap_err();
+            assert!(
+                err.contains(MIRROR_ENV) && err.contains("--suite sid"),
+                "{err}"
+            );
             return;
         };
         let sums = fs::read_to_string(mirror.join("SHA256SUMS")).unwrap();

@@ -1,9 +1,11 @@
-//! `cargo xtask debian [--suite SUITE]`: the module for Debian's own nginx,
+//! `cargo xtask debian [--suite SUITE | --installed] [--no-test]`: the
+//! module for Debian's own nginx,
 //! built the way Debian builds third-party modules, packaged the way
 //! Debian packages them, and tested inside Debian's binary.
 //!
-//! 1. Debian's packages: the pinned `.deb`s of `../shared/nginx/debian-sid/`
-//!    (checked against `SHA256SUMS`), or with `--suite sid` the current
+//! 1. Debian's packages: the pinned `.deb`s of the mirror's `debian-sid/`
+//!    (`GENERATION_RETRY_NGINX_MIRROR`, CI's `../shared/nginx`; checked
+//!    against its `SHA256SUMS`), or with `--suite sid` the current
 //!    ones, downloaded with `apt-get download` and a private package index
 //!    (nothing is installed on this machine). All are unpacked into one
 //!    directory with `dpkg-deb -x`.

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::build::MODULE_FILE;
 use crate::source::tree_identity;
-use crate::tree::{copy_tree, fnv1a, is_fresh, make, run_quiet, write_stamp};
+use crate::tree::{copy_tree, fnv1a, is_fresh, make_target, run_quiet, write_stamp};
 use crate::workspace::{self, Result};
 
 /// What the build adds to `conf_flags`, besides `--add-dynamic-module`:
@@ -71,7 +71,7 @@ pub(super) fn build(root: &Path, work: &Path) -> Result<PathBuf> {
         );
     }
     let started = Instant::now();
-    make(&tree, &objs, "modules")?;
+    make_target(&tree, &objs, "modules")?;
     eprintln!(
         "xtask: debian: make modules in {:.1} s",
         started.elapsed().as_secs_f64()

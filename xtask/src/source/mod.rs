@@ -14,10 +14,15 @@
 //!    checked with `gpgv` against the release keys in `xtask/keys/` (or a
 //!    directory of keys named with `--signing-keys`), or against the
 //!    SHA-256 given with `--sha256`. Downloads are cached in
-//!    `GENERATION_RETRY_CACHE` (default `~/.cache/generation-retry`).
+//!    `GENERATION_RETRY_CACHE` (else `$XDG_CACHE_HOME/generation-retry`,
+//!    else `~/.cache/generation-retry`) and checked again at every use.
 //!
 //! A tarball that fails its check is refused by name and nothing is built
-//! from it.
+//! from it. `--sha256` is checked against whatever tarball is used (the
+//! operator's, the mirror's or a download); it cannot vouch for a
+//! directory or the crate. A mirror's `SHA256SUMS` sits beside its
+//! tarballs: it catches a damaged copy, and vouches for nothing more than
+//! the directory does; a `.asc` there is checked as a download's is.
 
 mod pgp;
 
@@ -98,11 +103,16 @@ pub fn mirror() -> Option<PathBuf> {
 /// Where `version`'s source comes from ([`Options::user`], the mirror, the
 /// crate, or a download), without fetching anything.
 pub fn origin(version: &str, opts: &Options) -> Origin {
+    origin_with(version, opts, mirror().as_deref())
+}
+
+/// [`origin`] with the mirror given.
+fn origin_with(version: &str, opts: &Options, mirror: Option<&Path>) -> Origin {
     if let Some(p) = &opts.user {
         return Origin::User(p.clone());
     }
     let name = tarball_name(version);
-    if let Some(m) = mirror() {
+    if let Some(m) = mirror {
         if m.join(&name).is_file() {
             return Origin::Mirror(m.join(&name));
         }
@@ -126,6 +136,7 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
         Origin::User(path) if path.is_dir() => (path.clone(), tree_identity(path)?),
         Origin::User(path) if path.is_file() => {
             let sha = sha256(path)?;
+            given_sha256(path, &sha, opts)?;
             (unpack(path, &sha)?, sha)
         }
         Origin::User(path) => {
@@ -136,15 +147,28 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
         }
         Origin::Mirror(path) => {
             let sha = check_mirrored(path, opts)?;
+            given_sha256(path, &sha, opts)?;
             (unpack(path, &sha)?, sha)
         }
-        Origin::Crate(krate) => from_crate(krate)?,
+        Origin::Crate(krate) => {
+            if opts.sha256.is_some() {
+                return Err(format!(
+                    "--sha256 checks a tarball, and nginx {version} comes from {origin} \
+                     (checked by cargo against crates.io's checksum): leave --sha256 out, or \
+                     name the tarball with --nginx-source"
+                ));
+            }
+            from_crate(krate)?
+        }
         Origin::Download(url) => {
             let tarball = download_checked(url, opts)?;
             let sha = sha256(&tarball)?;
             (unpack(&tarball, &sha)?, sha)
         }
     };
+    if matches!(&origin, Origin::User(p) if p.is_dir()) && opts.sha256.is_some() {
+        return Err("--sha256 checks a tarball; --nginx-source names a directory".into());
+    }
     let found = tree_version(&tree)?;
     if !version.is_empty() && found != version {
         return Err(format!("{origin} is nginx {found}, not {version}"));
@@ -158,32 +182,55 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
 }
 
 /// A mirrored tarball must be listed in the mirror's `SHA256SUMS` or carry
-/// a `.asc` signature beside it; returns its SHA-256.
+/// a `.asc` signature beside it (both are checked when both are there);
+/// returns its SHA-256.
 fn check_mirrored(path: &Path, opts: &Options) -> Result<String> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let got = sha256(path)?;
-    if let Ok(want) = listed_sha256(&dir.join("SHA256SUMS"), &name) {
-        return if want == got {
-            Ok(got)
-        } else {
-            Err(format!(
-                "{}: SHA-256 {got}, but {}/SHA256SUMS says {want}; refusing to build from it",
-                path.display(),
-                dir.display()
-            ))
-        };
-    }
     let sig = PathBuf::from(format!("{}.asc", path.display()));
     if sig.is_file() {
         signature_check(path, &sig, opts)?;
-        return Ok(got);
     }
-    Err(format!(
-        "{}: the mirror has no SHA256SUMS entry and no .asc signature for it; \
-         refusing to build from an unchecked tarball",
-        path.display()
-    ))
+    let sums = dir.join("SHA256SUMS");
+    if listed_sha256(&sums, &name).is_ok() || !sig.is_file() {
+        return check_listed(&sums, &name, path).map_err(|e| {
+            if sig.is_file() {
+                e
+            } else {
+                format!(
+                    "{e}; the mirror has no .asc signature for it either: refusing to build \
+                     from an unchecked tarball"
+                )
+            }
+        });
+    }
+    sha256(path)
+}
+
+/// `path` must have the SHA-256 that `sums` lists for `name`; returns it.
+pub fn check_listed(sums: &Path, name: &str, path: &Path) -> Result<String> {
+    let want = listed_sha256(sums, name)?;
+    let got = sha256(path)?;
+    if want == got {
+        Ok(got)
+    } else {
+        Err(format!(
+            "{}: SHA-256 {got}, but {} says {want}; refusing to use it",
+            path.display(),
+            sums.display()
+        ))
+    }
+}
+
+/// `--sha256`, when given, must be the tarball's.
+fn given_sha256(path: &Path, got: &str, opts: &Options) -> Result {
+    match &opts.sha256 {
+        Some(want) if !got.eq_ignore_ascii_case(want.trim()) => Err(format!(
+            "{}: SHA-256 {got}, not the {want} given with --sha256; refusing to build from it",
+            path.display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The SHA-256 a `SHA256SUMS` file (`sha256sum`'s output) gives `name`.
@@ -222,16 +269,7 @@ fn download_checked(url: &str, opts: &Options) -> Result<PathBuf> {
         download(url, &tarball)?;
     }
     let checked = match &opts.sha256 {
-        Some(want) => {
-            let got = sha256(&tarball)?;
-            if got.eq_ignore_ascii_case(want.trim()) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{url}: SHA-256 {got}, not the {want} given with --sha256; refusing to build from it"
-                ))
-            }
-        }
+        Some(_) => given_sha256(&tarball, &sha256(&tarball)?, opts),
         None => {
             let sig = dir.join(format!("{name}.asc"));
             if !sig.is_file() {
@@ -425,23 +463,73 @@ mod tests {
 
     #[test]
     fn the_origin_follows_the_documented_order() {
-        // The mirror is whatever the environment says; these cases do not
-        // depend on it.
+        let none = Options::default();
         let user = Options {
             user: Some("/src/nginx".into()),
             ..Options::default()
         };
-        assert_eq!(origin("1.30.4", &user), Origin::User("/src/nginx".into()));
-        if mirror().is_none() {
-            assert_eq!(
-                origin("1.28.3", &Options::default()),
-                Origin::Crate("1.28.5+1.28.3".into())
-            );
-        }
-        match origin("1.29.0", &Options::default()) {
+        assert_eq!(
+            origin_with("1.30.4", &user, None),
+            Origin::User("/src/nginx".into())
+        );
+        assert_eq!(
+            origin_with("1.28.3", &none, None),
+            Origin::Crate("1.28.5+1.28.3".into())
+        );
+        match origin_with("1.29.0", &none, None) {
             Origin::Download(url) => assert!(url.ends_with("/nginx-1.29.0.tar.gz"), "{url}"),
-            o => panic!("1.29.0 has no crate and no mirror copy: {o:?}"),
+            o => panic!("1.29.0 has no crate and no mirror: {o:?}"),
         }
+        // A mirror holding the tarball comes before the crate and a
+        // download; one without it changes nothing.
+        let m = std::env::temp_dir().join(format!("xtask-mirror-{}", std::process::id()));
+        fs::create_dir_all(&m).unwrap();
+        fs::write(m.join("nginx-1.28.3.tar.gz"), b"").unwrap();
+        assert_eq!(
+            origin_with("1.28.3", &none, Some(&m)),
+            Origin::Mirror(m.join("nginx-1.28.3.tar.gz"))
+        );
+        assert!(matches!(
+            origin_with("1.29.0", &none, Some(&m)),
+            Origin::Download(_)
+        ));
+        let _ = fs::remove_dir_all(&m);
+    }
+
+    /// A mirrored tarball is refused when its SHA256SUMS entry does not
+    /// match or when neither an entry nor a signature vouches for it.
+    #[test]
+    fn a_mirrored_tarball_must_be_vouched_for() {
+        let m = std::env::temp_dir().join(format!("xtask-mirror-chk-{}", std::process::id()));
+        fs::create_dir_all(&m).unwrap();
+        let t = m.join("nginx-1.30.4.tar.gz");
+        fs::write(&t, b"tarball").unwrap();
+        let opts = Options::default();
+        let err = check_mirrored(&t, &opts).unwrap_err();
+        assert!(
+            err.contains("no .asc signature") && err.contains("refusing"),
+            "{err}"
+        );
+        let good = sha256(&t).unwrap();
+        fs::write(
+            m.join("SHA256SUMS"),
+            format!("{good}  nginx-1.30.4.tar.gz\n"),
+        )
+        .unwrap();
+        assert_eq!(check_mirrored(&t, &opts).unwrap(), good);
+        fs::write(&t, b"tarball, changed").unwrap();
+        let err = check_mirrored(&t, &opts).unwrap_err();
+        assert!(
+            err.contains("but") && err.contains("refusing to use it"),
+            "{err}"
+        );
+        let wrong = Options {
+            sha256: Some("0".repeat(64)),
+            ..Options::default()
+        };
+        let err = given_sha256(&t, &good, &wrong).unwrap_err();
+        assert!(err.contains("given with --sha256"), "{err}");
+        let _ = fs::remove_dir_all(&m);
     }
 
     #[test]

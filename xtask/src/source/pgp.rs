@@ -135,6 +135,20 @@ pub fn verify(ring: &Path, sig: &Path, file: &Path) -> Result<String> {
             )
         })?;
     let status = String::from_utf8_lossy(&out.stdout);
+    // gpgv exits 0 for these too: a revoked key, or a signature past its
+    // own expiry, vouches for nothing.
+    for bad in ["REVKEYSIG", "EXPSIG"] {
+        if let Some(l) = status
+            .lines()
+            .find(|l| l.starts_with(&format!("[GNUPG:] {bad} ")))
+        {
+            return Err(format!(
+                "{} is signed by a key that is revoked or a signature that has expired ({l}); \
+                 refusing it",
+                file.display()
+            ));
+        }
+    }
     let valid = status.lines().find_map(|l| {
         l.strip_prefix("[GNUPG:] VALIDSIG ")
             .and_then(|rest| rest.split_whitespace().next())
