@@ -1,8 +1,9 @@
 //! The integration harness: each piece real and named after what it stands
-//! in for. [`nginx`] runs nginx 1.28.0, [`dns`] is the GSLB, [`backend`] the
-//! application servers, [`load`] the clients; [`accesslog`] and [`errorlog`]
-//! read what nginx wrote; [`prometheus`] runs the real Prometheus and
-//! `promtool` against the status endpoint.
+//! in for. [`nginx`] runs the nginx under test (`GENERATION_RETRY_NGINX_DIR`:
+//! 1.28.0 by default, any version of the matrix, Debian's), [`dns`] is the
+//! GSLB, [`backend`] the application servers, [`load`] the clients;
+//! [`accesslog`] and [`errorlog`] read what nginx wrote; [`prometheus`]
+//! runs the real Prometheus and `promtool` against the status endpoint.
 
 pub mod accesslog;
 pub mod backend;
