@@ -1,8 +1,8 @@
 //! `ngx_http_upstream_generation_retry_module` and
 //! `ngx_stream_upstream_generation_retry_module`: end the `no live
-//! upstreams` failures nginx 1.28 gives when an upstream `server NAME
-//! resolve;` changes its address while a request (or a TCP session) is being
-//! retried (nginx/nginx#1656). One shared object holds both modules, so one
+//! upstreams` failures nginx 1.27.3 and later (through 1.31.x) give when an
+//! upstream `server NAME resolve;` changes its address while a request (or a
+//! TCP session) is being retried (nginx/nginx#1656). One shared object holds both modules, so one
 //! `load_module` line serves `http` and `stream`.
 //!
 //! Split by concern, each file importing only from the ones below it:

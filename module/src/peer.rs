@@ -38,7 +38,7 @@ use generation_retry_core::directive::Resnapshot;
 use generation_retry_core::log;
 use generation_retry_core::rescue::{Decision, Outcome, Selection, Snapshot};
 use ngx::core::Status;
-use ngx::ffi::{ngx_int_t, ngx_palloc, ngx_peer_connection_t, NGX_BUSY, NGX_LOG_ERR, NGX_LOG_WARN};
+use ngx::ffi::{ngx_int_t, ngx_palloc, ngx_peer_connection_t, NGX_BUSY, NGX_LOG_ERR, NGX_LOG_INFO};
 use ngx::ngx_log_error;
 
 use self::history::History;
@@ -256,9 +256,12 @@ fn settle<P: Proto>(
             to,
             selection,
         } => {
-            // Formatted only when the level is logged.
+            // `info`, as the core patches log their re-snapshot and nginx
+            // logs per-request events that need no action: a rescued
+            // request succeeded, and `rescued_total` counts it. Formatted
+            // only when the level is logged.
             ngx_log_error!(
-                NGX_LOG_WARN,
+                NGX_LOG_INFO,
                 log,
                 "{}",
                 log::rescued(

@@ -132,7 +132,7 @@ async fn traces_the_rescue_at_debug_level(flavor: Flavor) {
 async fn trace_lines_are_compiled_out_without_debug() {
     let debug = debug_log_of_a_rescue(Flavor::with_module()).await;
     assert!(
-        debug.contains("[warn]"),
+        debug.contains(log::RESCUE_LEVEL),
         "the rescue line is there: {debug}"
     );
     assert!(!debug.contains("[debug]"), "{debug}");

@@ -90,7 +90,7 @@ async fn module_on_rescues_the_stream_race_and_counts_it() {
         let race = lab.race().await;
         assert_rescued(&lab, &race);
         assert!(
-            race.errors.iter().any(|l| l.contains("[warn]")
+            race.errors.iter().any(|l| l.contains(log::RESCUE_LEVEL)
                 && l.contains(&log::rescued_marker(Protocol::Stream, &race.upstream))),
             "{:?}",
             race.errors

@@ -18,7 +18,13 @@ pub const TRACE_GET: &str = "generation_retry: get peer, selection ";
 /// After the upstream's name in a rescue line.
 const CHANGED: &str = " peer list changed (generation ";
 
-/// The start of a rescue line (`[warn]`):
+/// The level of a rescue line, as nginx writes it: `info`, the level nginx
+/// gives per-request events that need no action (and the core patches
+/// their re-snapshot); a rescued request succeeded, `rescued_total` counts
+/// it.
+pub const RESCUE_LEVEL: &str = "[info]";
+
+/// The start of a rescue line ([`RESCUE_LEVEL`]):
 /// `generation_retry: upstream "be" peer list changed`.
 pub fn rescued_marker(protocol: Protocol, upstream: &str) -> String {
     format!(
@@ -40,7 +46,7 @@ pub fn rescued(protocol: Protocol, upstream: &str, from: usize, to: usize, peer:
 
 /// Whether an error-log line is a rescue line, of any upstream.
 pub fn is_rescue_line(line: &str) -> bool {
-    line.contains("[warn]") && line.contains(MARKER) && line.contains(CHANGED)
+    line.contains(RESCUE_LEVEL) && line.contains(MARKER) && line.contains(CHANGED)
 }
 
 /// The start of a `no live upstreams` line (`[error]`) of a given cause:
@@ -297,9 +303,9 @@ mod tests {
              selected 127.0.0.2:9000 on a fresh snapshot"
         );
         assert!(rescued.starts_with(&rescued_marker(Protocol::Stream, "be0")));
-        let logged = format!("2026/12/01 07:00:00 [warn] 1#1: *3 {rescued} while connecting");
+        let logged = format!("2026/12/01 07:00:00 [info] 1#1: *3 {rescued} while connecting");
         assert!(is_rescue_line(&logged));
-        assert!(!is_rescue_line(&logged.replace("[warn]", "[error]")));
+        assert!(!is_rescue_line(&logged.replace("[info]", "[warn]")));
         for cause in NoLiveCause::ALL {
             for why in [
                 Failure::NotGeneration,

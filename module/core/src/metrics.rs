@@ -189,6 +189,7 @@ impl UpstreamStats {
             Value::Counter(c) => self.get(c),
             Value::Generation => self.generation,
             Value::Peers => self.peers,
+            Value::Mode(on) => u64::from(self.rescue == on),
         }
     }
 }
@@ -225,6 +226,9 @@ pub enum Value {
     Generation,
     /// Peers in the list now.
     Peers,
+    /// 1 when the upstream's mode is `on` (`true`) or `off` (`false`), else
+    /// 0: a state set, so alerts can tell the two modes apart.
+    Mode(bool),
 }
 
 impl Value {
@@ -352,6 +356,22 @@ pub const FAMILIES: &[Family] = &[
         label: None,
         series: &[plain(Value::Peers)],
     },
+    Family {
+        name: "nginx_generation_retry_mode",
+        kind: Kind::Gauge,
+        help: "1 for the upstream's generation_retry_resnapshot mode (on: rescues, off: counts only), 0 for the other.",
+        label: Some("mode"),
+        series: &[
+            Series {
+                label_value: Some("on"),
+                value: Value::Mode(true),
+            },
+            Series {
+                label_value: Some("off"),
+                value: Value::Mode(false),
+            },
+        ],
+    },
 ];
 
 /// Escapes a label value: backslash, double quote and newline.
@@ -430,7 +450,8 @@ pub fn render_json(stats: &[UpstreamStats]) -> String {
             s.protocol.label(),
             if s.rescue { "on" } else { "off" },
         );
-        for f in FAMILIES {
+        // The mode is the string "mode" above, not an object of 0s and 1s.
+        for f in FAMILIES.iter().filter(|f| f.json_key() != "mode") {
             let _ = write!(out, ",\"{}\":", f.json_key());
             if f.label.is_none() {
                 let _ = write!(out, "{}", s.value(f.series[0].value));

@@ -55,6 +55,7 @@ fn the_public_names_are_pinned() {
             "nginx_generation_retry_no_live_total",
             "nginx_generation_retry_generation",
             "nginx_generation_retry_peers",
+            "nginx_generation_retry_mode",
         ]
     );
     let paths: Vec<String> = Counter::ALL
@@ -107,6 +108,29 @@ fn every_counter_appears_in_both_formats_with_its_value() {
     }
     assert_eq!(up["generation"], 6);
     assert_eq!(up["peers"], 1);
+    // The mode: a state set in Prometheus text, a string in JSON.
+    assert!(
+        text.contains(
+            "nginx_generation_retry_mode{upstream=\"be\",protocol=\"http\",mode=\"on\"} 1\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "nginx_generation_retry_mode{upstream=\"be\",protocol=\"http\",mode=\"off\"} 0\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(up["mode"], "on");
+    let off = UpstreamStats {
+        rescue: false,
+        ..stats("be")
+    };
+    let text = render_prometheus(core::slice::from_ref(&off));
+    assert!(
+        text.contains("mode=\"on\"} 0\n") && text.contains("mode=\"off\"} 1\n"),
+        "{text}"
+    );
 }
 
 #[test]
