@@ -291,21 +291,28 @@ fn fake_nginx(dir: &Path, version: &str, arguments: &str) -> PathBuf {
     path
 }
 
-/// A prefix for the real nginx: its nginx.conf (`http` given) and logs/.
+/// A prefix for the real nginx: its nginx.conf (`conf`, in which
+/// `${SNIPPETS}` stands for the install's `P/conf/modules.d/*.conf`), and
+/// empty `logs/`, `modules/` and `conf/modules.d/`.
 fn prefix_with(name: &str, conf: &str) -> PathBuf {
     let p = scratch(name);
-    fs::create_dir_all(p.join("conf")).unwrap();
-    fs::create_dir_all(p.join("logs")).unwrap();
-    let user = if unsafe_is_root() { "user root;\n" } else { "" };
+    for d in ["conf/modules.d", "logs", "modules"] {
+        fs::create_dir_all(p.join(d)).unwrap();
+    }
+    let user = if is_root() { "user root;\n" } else { "" };
+    let snippets = p.join("conf/modules.d/*.conf");
     fs::write(
         p.join("conf/nginx.conf"),
-        format!("{user}error_log logs/error.log info;\npid logs/nginx.pid;\n{conf}"),
+        format!(
+            "{user}error_log logs/error.log info;\npid logs/nginx.pid;\n{}",
+            conf.replace("${SNIPPETS}", &snippets.to_string_lossy())
+        ),
     )
     .unwrap();
     p
 }
 
-fn unsafe_is_root() -> bool {
+fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
@@ -381,6 +388,47 @@ fn release_tarball(dir: &Path, v: &str) -> PathBuf {
         .success();
     assert!(ok);
     tarball
+}
+
+/// The version under test's source as the install will find it: from
+/// crates.io (nothing served), or `nginx-VERSION.tar.gz` signed by `key`
+/// on a loopback server standing in for nginx.org.
+struct Release {
+    key: Key,
+    url: String,
+}
+
+impl Release {
+    fn serve(tag: &str) -> Release {
+        let v = version_string();
+        let key = Key::new(tag);
+        let url = if from_crates_io(&v) {
+            nowhere()
+        } else {
+            let dir = scratch(&format!("www-{tag}"));
+            let tarball = release_tarball(&dir, &v);
+            key.sign(&tarball);
+            Server::start(dir).url
+        };
+        Release { key, url }
+    }
+
+    /// `cargo xtask install --for STOCK --prefix P` with this release's key
+    /// (one build at a time).
+    fn install_into(&self, p: &Path) -> Run {
+        let _one = building();
+        let stock = stock();
+        let args = [
+            "install",
+            "--for",
+            stock.to_str().unwrap(),
+            "--prefix",
+            p.to_str().unwrap(),
+            "--signing-keys",
+            self.key.keys.to_str().unwrap(),
+        ];
+        xtask(&args, &self.url, &p.join("cache"))
+    }
 }
 
 /// Below 1.27.3 there is no `resolve`, so no race: said, exit 0, nothing
@@ -556,37 +604,11 @@ fn a_dry_run_changes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn installs_a_working_module_into_the_nginx_under_test() {
     let v = version_string();
-    let dir = scratch("www");
-    let key = Key::new("release");
-    let url = if from_crates_io(&v) {
-        nowhere()
-    } else {
-        let tarball = release_tarball(&dir, &v);
-        key.sign(&tarball);
-        Server::start(dir.clone()).url
-    };
-    let p = prefix_with(
-        "prefix",
-        &format!(
-            "include {}/conf/modules.d/*.conf;\nevents {{}}\nhttp {{ }}\n",
-            scratch_path("prefix")
-        ),
-    );
+    let release = Release::serve("release");
+    let p = prefix_with("prefix", "include ${SNIPPETS};\nevents {}\nhttp { }\n");
     let stock = stock();
-    let args = [
-        "install",
-        "--for",
-        stock.to_str().unwrap(),
-        "--prefix",
-        p.to_str().unwrap(),
-        "--signing-keys",
-        key.keys.to_str().unwrap(),
-    ];
     let cache = p.join("cache");
-    let run = {
-        let _one = building();
-        xtask(&args, &url, &cache)
-    };
+    let run = release.install_into(&p);
     assert!(run.ok, "{}", run.said());
     if from_crates_io(&v) {
         assert!(
@@ -597,7 +619,7 @@ async fn installs_a_working_module_into_the_nginx_under_test() {
     } else {
         assert!(
             run.stderr
-                .contains(&format!("good signature by {}", key.fpr)),
+                .contains(&format!("good signature by {}", release.key.fpr)),
             "{}",
             run.said()
         );
@@ -625,10 +647,7 @@ async fn installs_a_working_module_into_the_nginx_under_test() {
 
     // Nothing changed: nothing done.
     let (so_time, snippet_time) = (mtime(&so), mtime(&snippet));
-    let again = {
-        let _one = building();
-        xtask(&args, &url, &cache)
-    };
+    let again = release.install_into(&p);
     assert!(
         again.ok && again.stdout.contains("nothing changed"),
         "{}",
@@ -680,14 +699,6 @@ async fn installs_a_working_module_into_the_nginx_under_test() {
     assert!(!so.exists() && !snippet.exists());
 }
 
-/// The path [`prefix_with`] gives `name`, before it exists.
-fn scratch_path(name: &str) -> String {
-    std::env::temp_dir()
-        .join(format!("gr-install-{}/{name}", std::process::id()))
-        .display()
-        .to_string()
-}
-
 /// When `nginx -t` fails with the module installed (here: the operator's
 /// `include` of the snippets sits inside `http {}`, where `load_module` is
 /// not allowed), everything is put back: the module that was there, no
@@ -698,40 +709,15 @@ fn a_failing_nginx_t_puts_everything_back() {
     let v = version_string();
     let p = prefix_with(
         "rollback",
-        &format!(
-            "events {{}}\nhttp {{\n    include {}/conf/modules.d/*.conf;\n}}\n",
-            scratch_path("rollback")
-        ),
+        "events {}\nhttp {\n    include ${SNIPPETS};\n}\n",
     );
-    fs::create_dir_all(p.join("conf/modules.d")).unwrap();
-    fs::create_dir_all(p.join("modules")).unwrap();
     let so = p.join("modules").join(MODULE);
     let old = p.join("modules").join(format!("{MODULE}.old"));
     fs::write(&so, b"the module installed before").unwrap();
     fs::write(&old, b"the one before that").unwrap();
     let stock = stock();
-    let key = Key::new("rollback");
-    let dir = scratch("www-rollback");
-    let url = if from_crates_io(&v) {
-        nowhere()
-    } else {
-        let tarball = release_tarball(&dir, &v);
-        key.sign(&tarball);
-        Server::start(dir.clone()).url
-    };
-    let install = || {
-        let _one = building();
-        let args = [
-            "install",
-            "--for",
-            stock.to_str().unwrap(),
-            "--prefix",
-            p.to_str().unwrap(),
-            "--signing-keys",
-            key.keys.to_str().unwrap(),
-        ];
-        xtask(&args, &url, &p.join("cache"))
-    };
+    let release = Release::serve("rollback");
+    let install = || release.install_into(&p);
     let run = install();
     assert!(!run.ok, "{}", run.said());
     assert!(
@@ -793,15 +779,7 @@ fn an_nginx_upgrade_replaces_the_module_built_for_the_old_one() {
         "{} is missing: the matrix versions run after 1.28.0 is built (cargo xtask nginx-test --nginx all)",
         old.display()
     );
-    let p = prefix_with(
-        "upgrade",
-        &format!(
-            "include {}/conf/modules.d/*.conf;\nevents {{}}\n",
-            scratch_path("upgrade")
-        ),
-    );
-    fs::create_dir_all(p.join("conf/modules.d")).unwrap();
-    fs::create_dir_all(p.join("modules")).unwrap();
+    let p = prefix_with("upgrade", "include ${SNIPPETS};\nevents {}\n");
     let so = p.join("modules").join(MODULE);
     fs::copy(&old, &so).unwrap();
     fs::write(
@@ -822,31 +800,7 @@ fn an_nginx_upgrade_replaces_the_module_built_for_the_old_one() {
         "{said}"
     );
 
-    let key = Key::new("upgrade");
-    let dir = scratch("www-upgrade");
-    let url = if from_crates_io(&v) {
-        nowhere()
-    } else {
-        let tarball = release_tarball(&dir, &v);
-        key.sign(&tarball);
-        Server::start(dir.clone()).url
-    };
-    let run = {
-        let _one = building();
-        xtask(
-            &[
-                "install",
-                "--for",
-                stock.to_str().unwrap(),
-                "--prefix",
-                p.to_str().unwrap(),
-                "--signing-keys",
-                key.keys.to_str().unwrap(),
-            ],
-            &url,
-            &p.join("cache"),
-        )
-    };
+    let run = Release::serve("upgrade").install_into(&p);
     assert!(run.ok, "{}", run.said());
     assert!(
         run.stderr

@@ -610,15 +610,25 @@ fn prove_loads(a: &Args, id: &Identity, layout: &Layout, module: &Path) -> Resul
     ))
 }
 
-/// `cargo xtask build --for BINARY`: the module, proven to load, not installed.
-pub fn build_for(args: &[String]) -> Result {
+/// What `build --for` and `install` start with: the options, the binary's
+/// identity and its layout; `None` when the binary has no race to fix
+/// (said, exit 0).
+fn start(args: &[String]) -> Result<Option<(Args, Identity, Layout)>> {
     let a = Args::parse(args)?;
     let id = identify(&a.binary)?;
     eprintln!("xtask: {} is nginx {}", a.binary.display(), id.version);
     if !admissible(&a, &id)? {
-        return Ok(());
+        return Ok(None);
     }
     let layout = Layout::of(&id, a.prefix.as_deref());
+    Ok(Some((a, id, layout)))
+}
+
+/// `cargo xtask build --for BINARY`: the module, proven to load, not installed.
+pub fn build_for(args: &[String]) -> Result {
+    let Some((a, id, layout)) = start(args)? else {
+        return Ok(());
+    };
     if a.dry_run {
         return dry_run(&a, &id, &layout, false);
     }
@@ -758,13 +768,9 @@ impl Undo {
 
 /// `cargo xtask install --for BINARY [...]`.
 pub fn install(args: &[String]) -> Result {
-    let a = Args::parse(args)?;
-    let id = identify(&a.binary)?;
-    eprintln!("xtask: {} is nginx {}", a.binary.display(), id.version);
-    if !admissible(&a, &id)? {
+    let Some((a, id, layout)) = start(args)? else {
         return Ok(());
-    }
-    let layout = Layout::of(&id, a.prefix.as_deref());
+    };
     if a.dry_run {
         return dry_run(&a, &id, &layout, true);
     }
