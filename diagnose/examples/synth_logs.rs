@@ -18,25 +18,6 @@ use generation_retry_diagnose::timefmt;
 pub const FORMAT: &str = r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$upstream_addr" $msec $connection"#;
 
 const T0: i64 = 1_796_108_400_000;
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-
-/// Year, month (1-12), day, hour, minute, second of `ms` since the epoch.
-fn civil(ms: i64) -> (i64, usize, i64, i64, i64, i64) {
-    let secs = ms.div_euclid(1_000);
-    let (y, m, d) = timefmt::civil_from_days(secs.div_euclid(86_400));
-    let tod = secs.rem_euclid(86_400);
-    (
-        y,
-        m as usize,
-        i64::from(d),
-        tod / 3_600,
-        tod % 3_600 / 60,
-        tod % 60,
-    )
-}
-
 struct Out {
     access: BufWriter<File>,
     error: BufWriter<File>,
@@ -49,13 +30,12 @@ struct Out {
 impl Out {
     fn access(&mut self, ms: i64, status: u16, upstream_addr: &str, path: &str) -> u64 {
         self.conn += 1;
-        let (y, m, d, h, mi, s) = civil(ms);
         let line = format!(
-            "10.{}.{}.{} - - [{d:02}/{}/{y}:{h:02}:{mi:02}:{s:02} +0000] \"GET {path}?id={} HTTP/1.1\" {status} {} \"https://example.com/\" \"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36\" \"{upstream_addr}\" {}.{:03} {}\n",
+            "10.{}.{}.{} - - [{}] \"GET {path}?id={} HTTP/1.1\" {status} {} \"https://example.com/\" \"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36\" \"{upstream_addr}\" {}.{:03} {}\n",
             self.conn % 200,
             self.conn % 250,
             self.conn % 199,
-            MONTHS[m - 1],
+            timefmt::format_time_local(ms, 0),
             self.conn * 7_919 % 100_000,
             if status == 200 { 5_120 } else { 157 },
             ms.div_euclid(1_000),
@@ -79,8 +59,7 @@ impl Out {
         message: &str,
         ctx: Option<(&str, &str)>,
     ) {
-        let (y, m, d, h, mi, s) = civil(ms);
-        let mut line = format!("{y}/{m:02}/{d:02} {h:02}:{mi:02}:{s:02} [{level}] 11#11: ");
+        let mut line = format!("{} [{level}] 11#11: ", timefmt::format_error_time(ms, 0));
         if let Some(c) = conn {
             line.push_str(&format!("*{c} "));
         }

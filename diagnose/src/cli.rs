@@ -1,53 +1,200 @@
-//! Command-line arguments, parsed by hand: `--flag VALUE` or
-//! `--flag=VALUE`, repeatable log flags, `-h`/`--help`.
+//! Command-line arguments, parsed by clap (derive API): `--flag VALUE` or
+//! `--flag=VALUE`, repeatable log flags, `-h`/`--help`, `-V`/`--version`.
+//! Each value is checked as it is parsed; what concerns several flags is
+//! checked after, in [`parse_args`]. Usage errors exit with clap's status,
+//! 2.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::logformat::{FormatError, LogFormat};
+use clap::error::ErrorKind;
+use clap::{ArgAction, CommandFactory, Parser};
+
+use crate::input;
+use crate::logformat::LogFormat;
 use crate::timefmt;
 
-/// The usage text of `--help`.
-pub const HELP: &str = "\
-generation-retry-diagnose: tell which 502/504s in stock nginx logs are the
-upstream generation race (`no live upstreams` while a `server ... resolve`
-name's addresses change, nginx/nginx#1656).
+/// The run completed (whatever it found, even no 502/504 at all).
+pub const EXIT_OK: i32 = 0;
+/// A log could not be read (or the output not written).
+pub const EXIT_UNREADABLE: i32 = 1;
+/// Bad arguments (clap's own status for usage errors).
+pub const EXIT_USAGE: i32 = 2;
+/// Access logs were read, but none of their lines matched `--log-format`.
+pub const EXIT_NO_MATCH: i32 = 3;
+/// No access log was read: only error logs given, or every access log
+/// empty.
+pub const EXIT_NO_ACCESS_LOG: i32 = 4;
 
-USAGE:
-    generation-retry-diagnose --access-log PATH --log-format 'FORMAT' [--error-log PATH] [OPTIONS]
+const ABOUT: &str = "\
+Tell which 502/504s in stock nginx logs are the upstream generation race \
+(`no live upstreams` while a `server ... resolve` name's addresses change, \
+nginx/nginx#1656), and which have other causes.";
 
-LOGS (each repeatable; plain or gzip, rotated files in any order):
-    --access-log PATH      an access log written with FORMAT
-    --error-log PATH       an error log (stock layout)
+const USAGE: &str =
+    "generation-retry-diagnose --access-log PATH --log-format FORMAT [--error-log PATH] [OPTIONS]";
 
-OPTIONS:
-    --log-format 'FORMAT'  the access log's log_format string; it must contain
-                           $status, $upstream_addr and one of $msec,
-                           $time_iso8601, $time_local ($connection, $request,
-                           $remote_addr, $request_id help joining lines)
-    --window-ms N          how far around an incident to look for address
-                           changes (default 2000)
-    --fail-timeout-ms N    how long a failed or disabled peer stays out, as
-                           the upstream's fail_timeout (default 10000)
-    --upstream-server UPSTREAM=NAME
-                           upstream UPSTREAM has `server NAME resolve`, so
-                           resolver errors for NAME concern it (repeatable;
-                           an upstream named NAME needs no flag)
-    --error-log-utc-offset +HHMM
-                           the zone the error log's times are in (default:
-                           learnt from the logs, else +0000)
-    --json                 print JSON instead of the report
-    -h, --help             print this help
+const AFTER_HELP: &str = "\
+Logs are plain or gzip (told by their magic bytes, also on standard input), \
+rotated files in any order. `-` as a PATH reads standard input (at most one \
+log may be `-`; a file named `-` is `./-`).
 
-EXIT STATUS: 0 done, 1 a log could not be read, 2 bad arguments.
-";
+FAMILIES (each 502/504 gets one):
+  generation-retry  a retry refused because the peer list changed (2-hop): the race
+  generation-first  the first selection refused while the addresses changed: the race
+  unavailable       no peer of an unchanged list usable (down, max_fails, max_conns)
+  empty             the name stopped resolving (NXDOMAIN): the list was empty
+  other             the peer itself failed (the last hop is an address), or no upstream
+
+OUTPUT: the one-line verdict first (\"N of M 502/504s are the generation race \
+...\" or \"none of M 502/504s are the generation race.\"), then per upstream \
+and family a count and one example with its evidence, the unparseable lines, \
+notes, and the verdict again as the last line. With --json, JSON instead.
+
+EXIT STATUS:
+  0  the analysis ran, whatever it found (also no 502/504 at all)
+  1  a log could not be read (missing file, truncated or corrupt gzip)
+  2  bad arguments
+  3  access logs were read, but no line matched --log-format
+  4  no access log was read: only error logs given, or every access log empty
+With 3 and 4 the report is still printed, and stderr says what is wrong.";
+
+/// The arguments as clap reads them; [`parse_args`] checks them into a
+/// [`Cli`].
+#[derive(Parser, Debug)]
+#[command(
+    name = "generation-retry-diagnose",
+    version,
+    about = ABOUT,
+    override_usage = USAGE,
+    after_help = AFTER_HELP,
+    max_term_width = 100
+)]
+struct Args {
+    /// An access log written with FORMAT; `-` reads standard input.
+    /// Repeatable.
+    #[arg(
+        long = "access-log",
+        value_name = "PATH",
+        action = ArgAction::Append,
+        allow_hyphen_values = true
+    )]
+    access_logs: Vec<PathBuf>,
+
+    /// An error log in nginx's stock layout; `-` reads standard input.
+    /// Repeatable.
+    #[arg(
+        long = "error-log",
+        value_name = "PATH",
+        action = ArgAction::Append,
+        allow_hyphen_values = true
+    )]
+    error_logs: Vec<PathBuf>,
+
+    /// The access log's log_format string. It must contain $status,
+    /// $upstream_addr and one of $msec, $time_iso8601, $time_local;
+    /// $connection, $request, $remote_addr, $request_id help joining lines,
+    /// $request_time gives each request's start. Required with
+    /// --access-log.
+    #[arg(
+        long = "log-format",
+        value_name = "FORMAT",
+        value_parser = log_format,
+        allow_hyphen_values = true
+    )]
+    log_format: Option<String>,
+
+    /// How far around an incident to look for address changes.
+    #[arg(
+        long = "window-ms",
+        value_name = "N",
+        default_value_t = 2_000,
+        value_parser = window_ms,
+        allow_hyphen_values = true,
+        overrides_with = "window_ms"
+    )]
+    window_ms: i64,
+
+    /// How long a failed or disabled peer stays out of service, as the
+    /// upstream's fail_timeout.
+    #[arg(
+        long = "fail-timeout-ms",
+        value_name = "N",
+        default_value_t = 10_000,
+        value_parser = fail_timeout_ms,
+        allow_hyphen_values = true,
+        overrides_with = "fail_timeout_ms"
+    )]
+    fail_timeout_ms: i64,
+
+    /// Upstream UPSTREAM has `server NAME resolve`, so resolver errors for
+    /// NAME concern it. Repeatable; an upstream named like its server needs
+    /// none.
+    #[arg(
+        long = "upstream-server",
+        value_name = "UPSTREAM=NAME",
+        action = ArgAction::Append,
+        value_parser = upstream_server,
+        allow_hyphen_values = true
+    )]
+    servers: Vec<(String, String)>,
+
+    /// The zone the error log's times are in (they carry none). Default:
+    /// learnt from the logs, else +0000.
+    #[arg(
+        long = "error-log-utc-offset",
+        value_name = "+HHMM",
+        value_parser = utc_offset,
+        allow_hyphen_values = true,
+        overrides_with = "error_offset_s"
+    )]
+    error_offset_s: Option<i32>,
+
+    /// Print JSON instead of the report.
+    #[arg(long, overrides_with = "json")]
+    json: bool,
+
+    /// Anything else: logs go after --access-log or --error-log.
+    #[arg(hide = true)]
+    stray: Vec<OsString>,
+}
+
+fn log_format(v: &str) -> Result<String, String> {
+    LogFormat::parse(v).map_err(|e| e.to_string())?;
+    Ok(v.to_string())
+}
+
+fn window_ms(v: &str) -> Result<i64, String> {
+    match v.parse::<i64>() {
+        Ok(n) if (1..=3_600_000).contains(&n) => Ok(n),
+        _ => Err("not a number of milliseconds from 1 to 3600000".into()),
+    }
+}
+
+fn fail_timeout_ms(v: &str) -> Result<i64, String> {
+    match v.parse::<i64>() {
+        Ok(n) if (0..=86_400_000).contains(&n) => Ok(n),
+        _ => Err("not a number of milliseconds from 0 to 86400000".into()),
+    }
+}
+
+fn upstream_server(v: &str) -> Result<(String, String), String> {
+    match v.split_once('=') {
+        Some((u, n)) if !u.is_empty() && !n.is_empty() => Ok((u.to_string(), n.to_string())),
+        _ => Err("not UPSTREAM=NAME".into()),
+    }
+}
+
+fn utc_offset(v: &str) -> Result<i32, String> {
+    timefmt::parse_utc_offset(v).ok_or_else(|| "not an offset like +0100 or -0530".into())
+}
 
 /// A checked command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cli {
-    /// `--access-log`, in order.
+    /// `--access-log`, in order (`-` is standard input).
     pub access_logs: Vec<PathBuf>,
-    /// `--error-log`, in order.
+    /// `--error-log`, in order (`-` is standard input).
     pub error_logs: Vec<PathBuf>,
     /// `--log-format`, checked (present whenever there are access logs).
     pub log_format: Option<String>,
@@ -63,164 +210,76 @@ pub struct Cli {
     pub servers: Vec<(String, String)>,
 }
 
-/// What the command line asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Command {
-    /// Diagnose.
-    Run(Cli),
-    /// Print [`HELP`].
-    Help,
+/// The clap command: its help, its usage errors.
+pub fn command() -> clap::Command {
+    Args::command()
 }
 
-/// A bad command line, with the message to show.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (see --help)", self.0)
+/// Parses the arguments (without the program name). `-h`, `--help`, `-V`
+/// and `--version` come back as an error of kind
+/// [`ErrorKind::DisplayHelp`] or [`ErrorKind::DisplayVersion`], whose
+/// [`clap::Error::exit_code`] is 0 and whose text goes to standard output;
+/// a bad command line is an error with exit code [`EXIT_USAGE`].
+pub fn parse_args(args: &[OsString]) -> Result<Cli, clap::Error> {
+    let argv =
+        std::iter::once(OsString::from("generation-retry-diagnose")).chain(args.iter().cloned());
+    let a = Args::try_parse_from(argv)?;
+    let error = |kind, msg: String| Err(command().error(kind, msg));
+    if let Some(first) = a.stray.first() {
+        return error(
+            ErrorKind::UnknownArgument,
+            format!(
+                "unexpected argument {}: give logs with --access-log or --error-log",
+                first.to_string_lossy()
+            ),
+        );
     }
-}
-
-impl std::error::Error for UsageError {}
-
-fn usage(msg: impl Into<String>) -> UsageError {
-    UsageError(msg.into())
-}
-
-/// Parses the arguments (without the program name).
-pub fn parse_args(args: &[OsString]) -> Result<Command, UsageError> {
-    let mut access_logs = Vec::new();
-    let mut error_logs = Vec::new();
-    let mut log_format: Option<String> = None;
-    let mut json = false;
-    let mut window_ms: i64 = 2_000;
-    let mut error_offset_s = None;
-    let mut fail_timeout_ms: i64 = 10_000;
-    let mut servers = Vec::new();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let Some(text) = arg.to_str() else {
-            return Err(usage(format!(
-                "unexpected argument {}",
-                arg.to_string_lossy()
-            )));
-        };
-        let (flag, inline) = match text.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(OsString::from(v))),
-            _ => (text, None),
-        };
-        let mut value = |name: &str| -> Result<OsString, UsageError> {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or_else(|| usage(format!("{name} needs a value")))
-        };
-        let string = |name: &str, v: OsString| -> Result<String, UsageError> {
-            v.into_string()
-                .map_err(|_| usage(format!("{name}: the value is not UTF-8")))
-        };
-        match flag {
-            "-h" | "--help" => return Ok(Command::Help),
-            "--json" if inline.is_none() => json = true,
-            "--json" => return Err(usage("--json takes no value")),
-            "--access-log" => access_logs.push(PathBuf::from(value(flag)?)),
-            "--error-log" => error_logs.push(PathBuf::from(value(flag)?)),
-            "--log-format" => {
-                if log_format.is_some() {
-                    return Err(usage("--log-format given twice"));
-                }
-                log_format = Some(string(flag, value(flag)?)?);
-            }
-            "--window-ms" => {
-                let v = string(flag, value(flag)?)?;
-                window_ms = match v.parse::<i64>() {
-                    Ok(n) if (1..=3_600_000).contains(&n) => n,
-                    _ => {
-                        return Err(usage(format!(
-                            "--window-ms: {v:?} is not a number of milliseconds from 1 to 3600000"
-                        )))
-                    }
-                };
-            }
-            "--fail-timeout-ms" => {
-                let v = string(flag, value(flag)?)?;
-                fail_timeout_ms = match v.parse::<i64>() {
-                    Ok(n) if (0..=86_400_000).contains(&n) => n,
-                    _ => {
-                        return Err(usage(format!(
-                            "--fail-timeout-ms: {v:?} is not a number of milliseconds from 0 to 86400000"
-                        )))
-                    }
-                };
-            }
-            "--upstream-server" => {
-                let v = string(flag, value(flag)?)?;
-                match v.split_once('=') {
-                    Some((u, n)) if !u.is_empty() && !n.is_empty() => {
-                        servers.push((u.to_string(), n.to_string()));
-                    }
-                    _ => {
-                        return Err(usage(format!(
-                            "--upstream-server: {v:?} is not UPSTREAM=NAME"
-                        )))
-                    }
-                }
-            }
-            "--error-log-utc-offset" => {
-                let v = string(flag, value(flag)?)?;
-                error_offset_s = Some(timefmt::parse_utc_offset(&v).ok_or_else(|| {
-                    usage(format!(
-                        "--error-log-utc-offset: {v:?} is not an offset like +0100 or -0530"
-                    ))
-                })?);
-            }
-            _ if flag.starts_with('-') => {
-                return Err(usage(format!("unknown option {flag}")));
-            }
-            _ => {
-                return Err(usage(format!(
-                    "unexpected argument {}: give logs with --access-log or --error-log",
-                    OsStr::new(text).to_string_lossy()
-                )))
-            }
-        }
+    if a.access_logs.is_empty() && a.error_logs.is_empty() {
+        return error(
+            ErrorKind::MissingRequiredArgument,
+            "no logs: give --access-log PATH and/or --error-log PATH".into(),
+        );
     }
-    if access_logs.is_empty() && error_logs.is_empty() {
-        return Err(usage(
-            "no logs: give --access-log PATH and/or --error-log PATH",
-        ));
+    if !a.access_logs.is_empty() && a.log_format.is_none() {
+        return error(
+            ErrorKind::MissingRequiredArgument,
+            "--access-log needs --log-format 'FORMAT': the access log's log_format string, \
+             which must contain $status, $upstream_addr and one of $time_iso8601, \
+             $time_local, $msec (nginx's `combined` has no $upstream_addr, so it is not \
+             enough)"
+                .into(),
+        );
     }
-    if !access_logs.is_empty() {
-        match &log_format {
-            None => {
-                return Err(usage(
-                    "--access-log needs --log-format 'FORMAT': the access log's log_format \
-                     string, which must contain $status, $upstream_addr and one of \
-                     $time_iso8601, $time_local, $msec (nginx's `combined` has no \
-                     $upstream_addr, so it is not enough)",
-                ))
-            }
-            Some(f) => {
-                LogFormat::parse(f)
-                    .map_err(|e: FormatError| usage(format!("--log-format: {e}")))?;
-            }
-        }
+    let stdin = a
+        .access_logs
+        .iter()
+        .chain(&a.error_logs)
+        .filter(|p| input::is_stdin(p))
+        .count();
+    if stdin > 1 {
+        return error(
+            ErrorKind::ArgumentConflict,
+            "`-` (standard input) given for more than one log: at most one --access-log or \
+             --error-log may be `-`"
+                .into(),
+        );
     }
-    Ok(Command::Run(Cli {
-        access_logs,
-        error_logs,
-        log_format,
-        json,
-        window_ms,
-        error_offset_s,
-        fail_timeout_ms,
-        servers,
-    }))
+    Ok(Cli {
+        access_logs: a.access_logs,
+        error_logs: a.error_logs,
+        log_format: a.log_format,
+        json: a.json,
+        window_ms: a.window_ms,
+        error_offset_s: a.error_offset_s,
+        fail_timeout_ms: a.fail_timeout_ms,
+        servers: a.servers,
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn args(list: &[&str]) -> Vec<OsString> {
@@ -229,16 +288,24 @@ mod tests {
 
     fn run(list: &[&str]) -> Cli {
         match parse_args(&args(list)) {
-            Ok(Command::Run(c)) => c,
-            other => panic!("{list:?}: {other:?}"),
+            Ok(c) => c,
+            Err(e) => panic!("{list:?}: {e}"),
         }
     }
 
     fn error(list: &[&str]) -> String {
         match parse_args(&args(list)) {
-            Err(e) => e.to_string(),
-            other => panic!("{list:?} should fail: {other:?}"),
+            Err(e) => {
+                assert_eq!(e.exit_code(), EXIT_USAGE, "{list:?}: {e}");
+                e.to_string()
+            }
+            Ok(c) => panic!("{list:?} should fail: {c:?}"),
         }
+    }
+
+    #[test]
+    fn command_is_well_formed() {
+        command().debug_assert();
     }
 
     #[test]
@@ -275,7 +342,57 @@ mod tests {
         let d = run(&["--error-log", "e.log"]);
         assert_eq!((d.window_ms, d.json, d.log_format), (2_000, false, None));
         assert_eq!((d.error_offset_s, d.fail_timeout_ms), (None, 10_000));
-        assert_eq!(parse_args(&args(&["-h"])), Ok(Command::Help));
+        // A negative offset is a value, not a flag; a later value wins.
+        let n = run(&[
+            "--error-log",
+            "e",
+            "--error-log-utc-offset",
+            "-05:30",
+            "--window-ms",
+            "1",
+            "--window-ms",
+            "700",
+            "--json",
+            "--json",
+        ]);
+        assert_eq!((n.error_offset_s, n.window_ms), (Some(-19_800), 700));
+        let s = run(&[
+            "--access-log",
+            "-",
+            "--log-format",
+            "$msec $status $upstream_addr",
+        ]);
+        assert!(input::is_stdin(&s.access_logs[0]));
+        assert!(!input::is_stdin(Path::new("./-")));
+    }
+
+    #[test]
+    fn help_and_version() {
+        for flag in ["-h", "--help"] {
+            let e = parse_args(&args(&[flag])).expect_err("help is shown, not run");
+            assert_eq!((e.kind(), e.exit_code()), (ErrorKind::DisplayHelp, 0));
+            let text = e.to_string();
+            for wanted in [
+                "--access-log <PATH>",
+                "--error-log-utc-offset <+HHMM>",
+                "[default: 2000]",
+                "generation-first",
+                "EXIT STATUS",
+                "3  access logs were read, but no line matched --log-format",
+                "-V, --version",
+            ] {
+                assert!(text.contains(wanted), "{wanted}: {text}");
+            }
+            assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+        }
+        let e = parse_args(&args(&["--version"])).expect_err("version is shown");
+        assert_eq!((e.kind(), e.exit_code()), (ErrorKind::DisplayVersion, 0));
+        assert_eq!(
+            e.to_string(),
+            format!("generation-retry-diagnose {}\n", env!("CARGO_PKG_VERSION"))
+        );
+        let e = parse_args(&args(&["-V"])).expect_err("version is shown");
+        assert_eq!(e.kind(), ErrorKind::DisplayVersion);
     }
 
     #[test]
@@ -287,14 +404,40 @@ mod tests {
             error(&["--access-log", "a", "--log-format", "$msec $status"])
                 .contains("lacks $upstream_addr")
         );
-        assert!(error(&["--error-log"]).contains("--error-log needs a value"));
-        assert!(error(&["--error-log", "e", "--window-ms", "0"]).contains("--window-ms"));
-        assert!(error(&["--error-log", "e", "--window-ms", "x"]).contains("--window-ms"));
+        assert!(error(&["--access-log", "a", "--log-format", "$msec"])
+            .contains("lacks $status, $upstream_addr"));
+        assert!(error(&[
+            "--access-log",
+            "a",
+            "--log-format",
+            "$status $upstream_addr",
+            "--log-format",
+            "$status $upstream_addr $msec"
+        ])
+        .contains("--log-format"));
+        assert!(error(&["--error-log"]).contains("--error-log <PATH>"));
+        for bad in ["0", "x", "-5", "3600001"] {
+            let e = error(&["--error-log", "e", "--window-ms", bad]);
+            assert!(
+                e.contains("--window-ms") && e.contains("from 1 to 3600000"),
+                "{e}"
+            );
+        }
         assert!(error(&["--error-log", "e", "--error-log-utc-offset", "1"]).contains("offset"));
-        assert!(error(&["--error-log", "e", "--bogus"]).contains("unknown option --bogus"));
+        assert!(error(&["--error-log", "e", "--bogus"]).contains("--bogus"));
         assert!(error(&["--error-log", "e", "--upstream-server", "be"]).contains("UPSTREAM=NAME"));
         assert!(error(&["--error-log", "e", "--fail-timeout-ms", "-1"]).contains("fail-timeout"));
         assert!(error(&["e.log"]).contains("unexpected argument e.log"));
-        assert!(error(&["--error-log", "e", "--json=yes"]).contains("--json takes no value"));
+        assert!(error(&["--error-log", "e", "--json=yes"]).contains("--json"));
+        let two = error(&[
+            "--access-log",
+            "-",
+            "--error-log",
+            "-",
+            "--log-format",
+            "$msec $status $upstream_addr",
+        ]);
+        assert!(two.contains("at most one"), "{two}");
+        assert!(error(&["--error-log", "-", "--error-log", "-"]).contains("standard input"));
     }
 }

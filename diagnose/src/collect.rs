@@ -419,7 +419,12 @@ impl Collector {
 
     /// Takes one line (bytes, any content) of file `file`.
     pub fn line(&mut self, file: usize, bytes: &[u8]) {
-        let text = String::from_utf8_lossy(bytes);
+        // Nearly every line is valid UTF-8, which `from_utf8` checks faster
+        // than `from_utf8_lossy` (the same text either way).
+        let text = match std::str::from_utf8(bytes) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(bytes),
+        };
         let Some(stats) = self.data.files.get_mut(file) else {
             return;
         };

@@ -1,5 +1,6 @@
 //! Reading log files line by line, plain or gzip (told apart by the magic
 //! bytes `1f 8b`, not by the name), streaming: one line in memory at a time.
+//! The path `-` is standard input, plain or gzip alike.
 //!
 //! Lines are bytes (a log may hold anything); a line longer than
 //! [`MAX_LINE`] is cut there. A truncated or corrupt gzip stream is an
@@ -39,7 +40,7 @@ pub enum Problem {
 
 impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = self.path.display();
+        let path = display_name(&self.path);
         match &self.problem {
             Problem::Open(e) => write!(f, "{path}: cannot open: {e}"),
             Problem::Read(e) => write!(f, "{path}: read error: {e}"),
@@ -50,6 +51,63 @@ impl fmt::Display for InputError {
 }
 
 impl std::error::Error for InputError {}
+
+/// The path that names standard input.
+pub const STDIN: &str = "-";
+
+/// Whether `path` is `-`, standard input.
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == STDIN
+}
+
+/// How messages and the report name `path`: `stdin` for `-`.
+pub fn display_name(path: &Path) -> String {
+    if is_stdin(path) {
+        "stdin".to_string()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// Where standard input stands now, if it is a regular file (redirected
+/// with `< FILE`), so that [`stdin_from`] can read it again from there;
+/// `None` for a pipe or a terminal, which can be read once only.
+pub fn stdin_position() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::io::Seek;
+        use std::os::fd::AsFd;
+        let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
+        let mut file = File::from(fd);
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        file.stream_position().ok()
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Standard input as a file, rewound to `position` (from
+/// [`stdin_position`]), to read it again.
+pub fn stdin_from(position: u64) -> Option<File> {
+    #[cfg(unix)]
+    {
+        use std::io::{Seek, SeekFrom};
+        use std::os::fd::AsFd;
+        let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
+        let mut file = File::from(fd);
+        file.seek(SeekFrom::Start(position)).ok()?;
+        Some(file)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = position;
+        None
+    }
+}
 
 /// Whether bytes start with the gzip magic number.
 pub fn is_gzip(head: &[u8]) -> bool {
@@ -66,13 +124,29 @@ pub fn for_each_line(path: &Path, mut each: impl FnMut(&[u8])) -> Result<(), Inp
 }
 
 /// Like [`for_each_line`], but stops after the first line for which
-/// `each` returns false.
+/// `each` returns false. The path `-` reads standard input.
 pub fn for_each_line_while(path: &Path, each: impl FnMut(&[u8]) -> bool) -> Result<(), InputError> {
+    if is_stdin(path) {
+        return for_each_line_of(path, io::stdin().lock(), each);
+    }
+    let file = File::open(path).map_err(|e| InputError {
+        path: path.to_path_buf(),
+        problem: Problem::Open(e),
+    })?;
+    for_each_line_of(path, file, each)
+}
+
+/// Like [`for_each_line_while`], for a stream already open; `path` names
+/// it in errors.
+pub fn for_each_line_of(
+    path: &Path,
+    mut file: impl Read,
+    each: impl FnMut(&[u8]) -> bool,
+) -> Result<(), InputError> {
     let fail = |problem| InputError {
         path: path.to_path_buf(),
         problem,
     };
-    let mut file = File::open(path).map_err(|e| fail(Problem::Open(e)))?;
     let mut magic = [0u8; 2];
     let mut have = 0;
     while have < magic.len() {

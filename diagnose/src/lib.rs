@@ -8,7 +8,7 @@
 //!
 //! - [`logformat`]: the `log_format` string as a line matcher;
 //! - [`access`], [`errorlog`]: line parsers;
-//! - [`input`]: plain or gzip files, line by line;
+//! - [`input`]: plain or gzip files (or standard input), line by line;
 //! - [`collect`]: the streaming pass keeping only what classification needs;
 //! - [`timeline`]: addresses served per upstream, per second;
 //! - [`classify`]: joins and families;
@@ -21,6 +21,7 @@ pub mod collect;
 pub mod errorlog;
 pub mod input;
 pub mod logformat;
+pub mod nginxconf;
 pub mod report;
 pub mod timefmt;
 pub mod timeline;
@@ -32,7 +33,7 @@ use std::path::Path;
 
 use access::AccessParser;
 use classify::{Family, Incident};
-use cli::{Cli, Command};
+use cli::Cli;
 use collect::{clip, Collected, Collector, LogKind, Options, Source, KEEP_LINE};
 use input::InputError;
 
@@ -172,66 +173,134 @@ pub fn analyze_files(cli: &Cli) -> Result<Analysis, Box<dyn std::error::Error>> 
         .map(|p| (p.as_path(), LogKind::Access))
         .chain(cli.error_logs.iter().map(|p| (p.as_path(), LogKind::Error)))
         .collect();
+    // Standard input redirected from a file can be read back from here.
+    let stdin_at = files
+        .iter()
+        .any(|(p, _)| input::is_stdin(p))
+        .then(input::stdin_position)
+        .flatten();
     for (path, kind) in &files {
         read_file(&mut collector, path, *kind)?;
     }
     let mut analysis = analyze(collector.finish());
-    read_back(&mut analysis, &files, cli.json);
+    read_back(&mut analysis, &files, cli.json, stdin_at);
     Ok(analysis)
 }
 
 /// Reads the lines [`Analysis::wanted`] asks for from the files, in the
 /// order the collector numbered them; each file only up to its last
 /// wanted line. Only regular files are read again (a pipe is consumed);
-/// a file that cannot be read again leaves its lines unshown, it does
-/// not fail the run.
-pub fn read_back(analysis: &mut Analysis, files: &[(&Path, LogKind)], requests: bool) {
+/// standard input (`-`) only when `stdin_at` says where it began (see
+/// [`input::stdin_position`]). A file that cannot be read again leaves its
+/// lines unshown, it does not fail the run.
+pub fn read_back(
+    analysis: &mut Analysis,
+    files: &[(&Path, LogKind)],
+    requests: bool,
+    stdin_at: Option<u64>,
+) {
     for (file, lines) in analysis.wanted(requests) {
         let (Some((path, _)), Some(last)) = (files.get(file), lines.last().copied()) else {
             continue;
         };
-        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-            continue;
-        }
         let mut n = 0u64;
-        let _ = input::for_each_line_while(path, |line| {
+        let each = |line: &[u8]| {
             n += 1;
             if lines.contains(&n) {
                 analysis.supply(Source::new(file, n), &String::from_utf8_lossy(line));
             }
             n < last
-        });
+        };
+        if input::is_stdin(path) {
+            if let Some(stdin) = stdin_at.and_then(input::stdin_from) {
+                let _ = input::for_each_line_of(path, stdin, each);
+            }
+        } else if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            let _ = input::for_each_line_while(path, each);
+        }
     }
 }
 
-/// Streams one file into the collector.
+/// Streams one file (`-`: standard input) into the collector.
 pub fn read_file(collector: &mut Collector, path: &Path, kind: LogKind) -> Result<(), InputError> {
-    let id = collector.start_file(&path.display().to_string(), kind);
+    let id = collector.start_file(&input::display_name(path), kind);
     input::for_each_line(path, |line| collector.line(id, line))
 }
 
+/// Why a run that read its logs still did not do its job: the exit status
+/// ([`cli::EXIT_NO_MATCH`] or [`cli::EXIT_NO_ACCESS_LOG`]) and what to say
+/// on standard error, naming `format` (the `--log-format`); `None` when
+/// the access logs gave entries.
+pub fn shortfall(data: &Collected, format: Option<&str>) -> Option<(i32, String)> {
+    if data.access_entries > 0 {
+        return None;
+    }
+    let access: Vec<_> = data
+        .files
+        .iter()
+        .filter(|f| f.kind == LogKind::Access)
+        .collect();
+    if access.is_empty() {
+        return Some((
+            cli::EXIT_NO_ACCESS_LOG,
+            "no access log read: only error logs were given, and without an access log \
+             no address change can be seen (races land in `other`); give --access-log"
+                .into(),
+        ));
+    }
+    let Some((f, (n, line))) = access
+        .iter()
+        .find_map(|f| f.first_unparsed.as_ref().map(|u| (f, u)))
+    else {
+        let names: Vec<&str> = access.iter().map(|f| f.name.as_str()).collect();
+        return Some((
+            cli::EXIT_NO_ACCESS_LOG,
+            format!(
+                "no access log read: every access log is empty ({})",
+                names.join(", ")
+            ),
+        ));
+    };
+    let format = format.unwrap_or_default();
+    let lines: u64 = access.iter().map(|f| f.unparsed).sum();
+    Some((
+        cli::EXIT_NO_MATCH,
+        format!(
+            "none of the {lines} access-log lines matched --log-format '{format}': is it the \
+             log_format the log was written with? The first line that did not ({} line \
+             {n}): {line}",
+            f.name
+        ),
+    ))
+}
+
 /// Runs the command line `args` (without the program name), writing the
-/// report to `out` and errors to `err`. Returns the exit status: 0 done,
-/// 1 a log could not be read, 2 bad arguments.
+/// report to `out` and errors to `err`. Returns the exit status:
+/// [`cli::EXIT_OK`] 0 done; [`cli::EXIT_UNREADABLE`] 1 a log could not be
+/// read; [`cli::EXIT_USAGE`] 2 bad arguments; [`cli::EXIT_NO_MATCH`] 3 no
+/// access-log line matched the format; [`cli::EXIT_NO_ACCESS_LOG`] 4 no
+/// access log read. With 3 and 4 the report is written too.
 pub fn run(args: &[OsString], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let cli = match cli::parse_args(args) {
-        Ok(Command::Help) => {
-            return match out.write_all(cli::HELP.as_bytes()) {
-                Ok(()) => 0,
-                Err(_) => 1,
-            };
+        Ok(cli) => cli,
+        // A usage error.
+        Err(e) if e.use_stderr() => {
+            let _ = write!(err, "{e}");
+            return e.exit_code();
         }
-        Ok(Command::Run(cli)) => cli,
+        // `--help`, `--version`.
         Err(e) => {
-            let _ = writeln!(err, "generation-retry-diagnose: {e}");
-            return 2;
+            return match write!(out, "{e}").and_then(|()| out.flush()) {
+                Ok(()) => e.exit_code(),
+                Err(_) => cli::EXIT_UNREADABLE,
+            };
         }
     };
     let analysis = match analyze_files(&cli) {
         Ok(a) => a,
         Err(e) => {
             let _ = writeln!(err, "generation-retry-diagnose: {e}");
-            return 1;
+            return cli::EXIT_UNREADABLE;
         }
     };
     let text = if cli.json {
@@ -241,8 +310,18 @@ pub fn run(args: &[OsString], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     } else {
         report::human(&analysis)
     };
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => 0,
-        Err(_) => 1,
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return cli::EXIT_UNREADABLE;
+    }
+    match shortfall(&analysis.data, cli.log_format.as_deref()) {
+        Some((status, message)) => {
+            let _ = writeln!(err, "generation-retry-diagnose: {message}");
+            status
+        }
+        None => cli::EXIT_OK,
     }
 }

@@ -1,6 +1,6 @@
-//! The two outputs: a report for people (a table per upstream and family
-//! with one example's evidence, the unparseable-line counts, a verdict) and
-//! JSON for scripts.
+//! The two outputs: a report for people (the verdict, a table per upstream
+//! and family with one example's evidence, the unparseable-line counts, the
+//! verdict again) and JSON for scripts.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -69,11 +69,13 @@ fn addresses(list: &[String]) -> String {
     }
 }
 
-/// The report for people.
+/// The report for people. Its first line is the verdict, and so is its
+/// last (for `head -1` and `tail -1` alike).
 pub fn human(analysis: &Analysis) -> String {
     let data = &analysis.data;
     let incidents = &analysis.incidents;
     let mut out = String::new();
+    let _ = writeln!(out, "{}\n", verdict(incidents));
     let from_errors = incidents.iter().filter(|i| i.access.is_none()).count();
     let _ = writeln!(
         out,

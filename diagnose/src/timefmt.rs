@@ -1,68 +1,56 @@
 //! Time stamps as nginx writes them, turned into milliseconds since the
 //! Unix epoch (UTC): `$msec`, `$time_iso8601`, `$time_local` in access logs
-//! and the zone-less local time at the start of every error-log line.
+//! and the zone-less local time at the start of every error-log line; and
+//! back, for the report.
+//!
+//! The calendar (month lengths, leap years, counting days, a time in a
+//! zone) is the `time` crate's. This module knows nginx's fixed layouts:
+//! it checks each one byte by byte and reads its digits itself, which
+//! keeps the per-line parse free of allocation and of a general format
+//! interpreter.
 //!
 //! Every parser takes untrusted text and returns `None` for anything that
 //! is not exactly the expected shape; none of them can panic.
 
-/// Days from 1970-01-01 to the given proleptic Gregorian date (Howard
-/// Hinnant's `days_from_civil`).
-pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(month);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+use time::{Date, Month, OffsetDateTime, UtcOffset};
 
-fn is_leap(year: i64) -> bool {
-    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-}
+/// The month names of `$time_local`, as nginx writes them (`%b` in the C
+/// locale).
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
 
-fn days_in_month(year: i64, month: u32) -> u32 {
-    match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if is_leap(year) => 29,
-        2 => 28,
-        _ => 0,
+/// Milliseconds since the epoch of a date and time of day read as UTC;
+/// `None` for an impossible date or time. A leap second `:60` is accepted
+/// (as the next minute's first second).
+fn utc_ms(year: u32, month: Month, day: u32, hms: (u32, u32, u32)) -> Option<i64> {
+    let (hour, minute, second) = hms;
+    if hour > 23 || minute > 59 || second > 60 {
+        return None;
     }
+    let date =
+        Date::from_calendar_date(i32::try_from(year).ok()?, month, u8::try_from(day).ok()?).ok()?;
+    let secs = date.midnight().assume_utc().unix_timestamp()
+        + i64::from(hour) * 3_600
+        + i64::from(minute) * 60
+        + i64::from(second);
+    secs.checked_mul(1_000)
 }
 
-/// A calendar date and time of day, as written (before any zone offset).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Civil {
-    pub year: i64,
-    pub month: u32,
-    pub day: u32,
-    pub hour: u32,
-    pub minute: u32,
-    pub second: u32,
+/// A month number 1 to 12.
+fn month_number(n: u32) -> Option<Month> {
+    Month::try_from(u8::try_from(n).ok()?).ok()
 }
 
-impl Civil {
-    /// Milliseconds since the epoch, reading the fields as UTC; `None` for
-    /// an impossible date or time (a leap second `:60` is accepted).
-    pub fn to_ms(self) -> Option<i64> {
-        if !(1..=12).contains(&self.month)
-            || self.day == 0
-            || self.day > days_in_month(self.year, self.month)
-            || self.hour > 23
-            || self.minute > 59
-            || self.second > 60
-        {
-            return None;
-        }
-        let days = days_from_civil(self.year, self.month, self.day);
-        let secs = days * 86_400
-            + i64::from(self.hour) * 3_600
-            + i64::from(self.minute) * 60
-            + i64::from(self.second);
-        secs.checked_mul(1_000)
-    }
+/// A month's name as nginx writes it (`Dec`), exactly.
+fn month_abbreviation(s: &str) -> Option<Month> {
+    let i = MONTHS.iter().position(|m| *m == s)?;
+    month_number(i as u32 + 1)
+}
+
+/// The name nginx writes for `month`.
+fn month_name(month: Month) -> &'static str {
+    MONTHS[usize::from(u8::from(month)) - 1]
 }
 
 /// The decimal value of `s` if it is 1 to 9 ASCII digits.
@@ -81,6 +69,16 @@ fn field(s: &str, a: usize, b: usize) -> Option<u32> {
 /// Whether byte `i` of `s` is `c`.
 fn byte_is(s: &str, i: usize, c: u8) -> bool {
     s.as_bytes().get(i) == Some(&c)
+}
+
+/// The hour, minute and second at `s[i..i + 8]` (`HH:MM:SS`, the colons
+/// checked by the caller).
+fn hms(s: &str, i: usize) -> Option<(u32, u32, u32)> {
+    Some((
+        field(s, i, i + 2)?,
+        field(s, i + 3, i + 5)?,
+        field(s, i + 6, i + 8)?,
+    ))
 }
 
 /// `$msec`: `1733041234.567` (seconds, optional fraction of up to 3 digits).
@@ -132,8 +130,8 @@ pub fn format_offset(offset_s: i32) -> String {
     format!("{sign}{:02}{:02}", a / 3_600, (a % 3_600) / 60)
 }
 
-/// `$time_iso8601`: `2026-12-01T07:00:00+00:00`. Returns the UTC
-/// milliseconds and the offset in seconds.
+/// `$time_iso8601`: `2026-12-01T07:00:00+00:00` (also `Z` or `+0000` as
+/// the zone). Returns the UTC milliseconds and the offset in seconds.
 pub fn parse_iso8601(s: &str) -> Option<(i64, i32)> {
     if s.len() < 20
         || !byte_is(s, 4, b'-')
@@ -144,21 +142,11 @@ pub fn parse_iso8601(s: &str) -> Option<(i64, i32)> {
     {
         return None;
     }
-    let civil = Civil {
-        year: i64::from(field(s, 0, 4)?),
-        month: field(s, 5, 7)?,
-        day: field(s, 8, 10)?,
-        hour: field(s, 11, 13)?,
-        minute: field(s, 14, 16)?,
-        second: field(s, 17, 19)?,
-    };
+    let month = month_number(field(s, 5, 7)?)?;
+    let ms = utc_ms(field(s, 0, 4)?, month, field(s, 8, 10)?, hms(s, 11)?)?;
     let offset = parse_utc_offset(s.get(19..)?)?;
-    Some((civil.to_ms()? - i64::from(offset) * 1_000, offset))
+    Some((ms - i64::from(offset) * 1_000, offset))
 }
-
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
 
 /// `$time_local`: `01/Dec/2026:07:00:00 +0000`. Returns the UTC
 /// milliseconds and the offset in seconds.
@@ -173,18 +161,10 @@ pub fn parse_time_local(s: &str) -> Option<(i64, i32)> {
     {
         return None;
     }
-    let month_name = s.get(3..6)?;
-    let month = MONTHS.iter().position(|m| *m == month_name)? as u32 + 1;
-    let civil = Civil {
-        year: i64::from(field(s, 7, 11)?),
-        month,
-        day: field(s, 0, 2)?,
-        hour: field(s, 12, 14)?,
-        minute: field(s, 15, 17)?,
-        second: field(s, 18, 20)?,
-    };
+    let month = month_abbreviation(s.get(3..6)?)?;
+    let ms = utc_ms(field(s, 7, 11)?, month, field(s, 0, 2)?, hms(s, 12)?)?;
     let offset = parse_utc_offset(s.get(21..)?)?;
-    Some((civil.to_ms()? - i64::from(offset) * 1_000, offset))
+    Some((ms - i64::from(offset) * 1_000, offset))
 }
 
 /// The error log's `2026/12/01 07:00:00` (local time, no zone), read as
@@ -199,45 +179,18 @@ pub fn parse_error_time(s: &str, offset_s: i32) -> Option<i64> {
     {
         return None;
     }
-    let civil = Civil {
-        year: i64::from(field(s, 0, 4)?),
-        month: field(s, 5, 7)?,
-        day: field(s, 8, 10)?,
-        hour: field(s, 11, 13)?,
-        minute: field(s, 14, 16)?,
-        second: field(s, 17, 19)?,
-    };
-    Some(civil.to_ms()? - i64::from(offset_s) * 1_000)
+    let month = month_number(field(s, 5, 7)?)?;
+    let ms = utc_ms(field(s, 0, 4)?, month, field(s, 8, 10)?, hms(s, 11)?)?;
+    Some(ms - i64::from(offset_s) * 1_000)
 }
 
-/// The proleptic Gregorian date of a day count from 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`): (year, month, day).
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// The civil fields of `ms` shifted by `offset_s` east of UTC.
-fn civil_of(ms: i64, offset_s: i32) -> Civil {
-    let secs = ms.div_euclid(1_000) + i64::from(offset_s);
-    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
-    let tod = secs.rem_euclid(86_400);
-    Civil {
-        year,
-        month,
-        day,
-        hour: (tod / 3_600) as u32,
-        minute: (tod % 3_600 / 60) as u32,
-        second: (tod % 60) as u32,
-    }
+/// `ms` (truncated to the second) in the zone `offset_s`, seconds east of
+/// UTC; `None` beyond what `time` holds (years -9999 to 9999).
+fn in_zone(ms: i64, offset_s: i32) -> Option<OffsetDateTime> {
+    let offset = UtcOffset::from_whole_seconds(offset_s).ok()?;
+    OffsetDateTime::from_unix_timestamp(ms.div_euclid(1_000))
+        .ok()?
+        .checked_to_offset(offset)
 }
 
 /// `$msec` as nginx writes it: seconds, a dot, three digits.
@@ -245,44 +198,58 @@ pub fn format_msec(ms: i64) -> String {
     format!("{}.{:03}", ms.div_euclid(1_000), ms.rem_euclid(1_000))
 }
 
-/// `$time_local` as nginx writes it, in the zone `offset_s`.
+/// `$time_local` as nginx writes it, in the zone `offset_s` (`$msec` for
+/// a time beyond the year 9999).
 pub fn format_time_local(ms: i64, offset_s: i32) -> String {
-    let c = civil_of(ms, offset_s);
-    let month = MONTHS.get(c.month as usize - 1).copied().unwrap_or("???");
+    let Some(t) = in_zone(ms, offset_s) else {
+        return format_msec(ms);
+    };
     format!(
-        "{:02}/{month}/{:04}:{:02}:{:02}:{:02} {}",
-        c.day,
-        c.year,
-        c.hour,
-        c.minute,
-        c.second,
+        "{:02}/{}/{:04}:{:02}:{:02}:{:02} {}",
+        t.day(),
+        month_name(t.month()),
+        t.year(),
+        t.hour(),
+        t.minute(),
+        t.second(),
         format_offset(offset_s)
     )
 }
 
-/// `$time_iso8601` as nginx writes it, in the zone `offset_s`.
+/// `$time_iso8601` as nginx writes it, in the zone `offset_s` (`$msec`
+/// for a time beyond the year 9999).
 pub fn format_iso8601(ms: i64, offset_s: i32) -> String {
-    let c = civil_of(ms, offset_s);
+    let Some(t) = in_zone(ms, offset_s) else {
+        return format_msec(ms);
+    };
     let off = format_offset(offset_s);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{}:{}",
-        c.year,
-        c.month,
-        c.day,
-        c.hour,
-        c.minute,
-        c.second,
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
         &off[..3],
         &off[3..]
     )
 }
 
-/// The error log's time stamp for `ms` in the zone `offset_s`.
+/// The error log's time stamp for `ms` in the zone `offset_s` (`$msec`
+/// for a time beyond the year 9999).
 pub fn format_error_time(ms: i64, offset_s: i32) -> String {
-    let c = civil_of(ms, offset_s);
+    let Some(t) = in_zone(ms, offset_s) else {
+        return format_msec(ms);
+    };
     format!(
         "{:04}/{:02}/{:02} {:02}:{:02}:{:02}",
-        c.year, c.month, c.day, c.hour, c.minute, c.second
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
     )
 }
 
@@ -296,13 +263,43 @@ mod tests {
 
     #[test]
     fn civil_dates() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-        assert_eq!(days_from_civil(1969, 12, 31), -1);
+        let day = |s: &str| parse_error_time(&format!("{s} 00:00:00"), 0).map(|ms| ms / 86_400_000);
+        assert_eq!(day("1970/01/01"), Some(0));
+        assert_eq!(day("2000/03/01"), Some(11_017));
         assert_eq!(
-            days_from_civil(2026, 12, 1) * 86_400_000,
-            DEC1_0700 - 7 * 3_600_000
+            parse_error_time("1969/12/31 00:00:00", 0),
+            Some(-86_400_000)
         );
+        assert_eq!(day("2026/12/01"), Some(20_788));
+        assert_eq!(day("2024/02/29"), Some(19_782));
+        assert_eq!(day("2023/02/29"), None);
+        assert_eq!(day("1900/02/29"), None);
+        assert_eq!(day("2000/02/29"), Some(11_016));
+        assert_eq!(day("2026/04/31"), None);
+        assert_eq!(day("2026/13/01"), None);
+        assert_eq!(day("2026/00/10"), None);
+        assert_eq!(day("2026/01/00"), None);
+        assert_eq!(
+            parse_error_time("2026/12/01 06:59:60", 0),
+            Some(DEC1_0700),
+            "a leap second reads as the next minute's first"
+        );
+        assert_eq!(parse_error_time("2026/12/01 07:60:00", 0), None);
+    }
+
+    #[test]
+    fn month_abbreviations() {
+        for (n, name) in [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert_eq!(month_abbreviation(name).map(u8::from), Some(n as u8 + 1));
+        }
+        for bad in ["dec", "DEC", "De", "Dece", "", "Dex", "12"] {
+            assert_eq!(month_abbreviation(bad), None, "{bad}");
+        }
     }
 
     #[test]
@@ -342,6 +339,8 @@ mod tests {
             Some((DEC1_0700, -18_000))
         );
         assert_eq!(parse_time_local("01/Dex/2026:07:00:00 +0000"), None);
+        assert_eq!(parse_time_local("01/dec/2026:07:00:00 +0000"), None);
+        assert_eq!(parse_time_local("31/Nov/2026:07:00:00 +0000"), None);
         assert_eq!(parse_time_local("01/Dec/2026:07:00:00"), None);
     }
 
@@ -363,13 +362,6 @@ mod tests {
 
     #[test]
     fn formatting_round_trips() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
-        assert_eq!(civil_from_days(11_017), (2000, 3, 1));
-        for days in [-800_000, -1, 0, 59, 11_016, 20_788, 2_000_000] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
         let t = DEC1_0700 + 1_250;
         assert_eq!(format_msec(t), "1796108401.250");
         assert_eq!(parse_msec(&format_msec(t)), Some(t));
@@ -382,5 +374,24 @@ mod tests {
         let e = format_error_time(t, 3_600);
         assert_eq!(e, "2026/12/01 08:00:01");
         assert_eq!(parse_error_time(&e, 3_600), Some(DEC1_0700 + 1_000));
+        assert_eq!(format_time_local(0, -1_800), "31/Dec/1969:23:30:00 -0030");
+        assert_eq!(format_iso8601(0, 0), "1970-01-01T00:00:00+00:00");
+        assert_eq!(format_error_time(-1, 0), "1969/12/31 23:59:59");
+        // Days of years 0 to 9999 (and around 2000-02-29), through each layout
+        // and back.
+        for day in (-719_000_i64..2_932_000).step_by(331).chain(11_000..11_100) {
+            let ms = day * 86_400_000 + 45_296_000;
+            for off in [-43_200, -1_800, 0, 19_800, 50_400] {
+                let text = format_time_local(ms, off);
+                assert_eq!(parse_time_local(&text), Some((ms, off)), "{text}");
+                let text = format_iso8601(ms, off);
+                assert_eq!(parse_iso8601(&text), Some((ms, off)), "{text}");
+                let text = format_error_time(ms, off);
+                assert_eq!(parse_error_time(&text, off), Some(ms), "{text}");
+            }
+        }
+        // Beyond what `time` holds: `$msec`, no panic.
+        assert_eq!(format_time_local(i64::MAX, 0), format_msec(i64::MAX));
+        assert_eq!(format_error_time(i64::MIN, 3_600), format_msec(i64::MIN));
     }
 }

@@ -1,0 +1,176 @@
+//! The lookups the families' rules share: whether a line concerns an
+//! upstream, a peer out of service (`unavailable`), an NXDOMAIN for the
+//! upstream's name, a flip of its served address set, and the nearby lines
+//! an incident shows.
+
+use std::collections::BTreeSet;
+
+use super::{
+    Classifier, Family, Skeleton, Verdict, MIN_SLICE_ENTRIES, NEARBY_MAX, SECOND, SLICE_SPAN,
+};
+use crate::access;
+use crate::collect::{ErrorKind, KeptError};
+
+impl<'a> Classifier<'a> {
+    /// Whether a disabled or peer-error line is about one of `u`'s peers.
+    pub(super) fn concerns(&self, kept: &KeptError, u: &str) -> bool {
+        let timeline = &self.data.timeline;
+        match self.data.error_upstream(kept) {
+            None => false,
+            Some(host) if access::is_address(host) => {
+                timeline.in_universe(u, host) || !timeline.is_known_peer(host)
+            }
+            Some(host) => host == u,
+        }
+    }
+
+    /// Whether a resolver line for the name `name` (an id) is about `u`.
+    pub(super) fn resolver_concerns(&self, name: u32, u: &str) -> bool {
+        self.resolves.get(&name).is_some_and(|set| set.contains(u))
+    }
+
+    /// `unavailable`, if a peer of `u` is out of service at `t` (see
+    /// [`Classifier::down_peer`]).
+    pub(super) fn unavailable(
+        &self,
+        s: &Skeleton,
+        u: &str,
+        t: i64,
+        peer_errors: bool,
+        held: Option<&BTreeSet<u32>>,
+    ) -> Option<Verdict> {
+        let ei = self.down_peer(s, u, t, peer_errors, held)?;
+        let kept = &self.data.errors[ei];
+        let peer = self.data.error_upstream(kept).unwrap_or("a peer");
+        let what = match kept.kind {
+            ErrorKind::Disabled => "was temporarily disabled (max_fails)",
+            _ => "failed",
+        };
+        Some((
+            Family::Unavailable,
+            format!(
+                "{peer} {what} at {} and has not served since",
+                self.data.error_time_text(kept)
+            ),
+            Some(ei),
+        ))
+    }
+
+    /// The latest NXDOMAIN (`(3: Host not found)`) line for a name of `u`
+    /// whose second overlaps `[from, to]`, and the name.
+    pub(super) fn nxdomain_between(&self, u: &str, from: i64, to: i64) -> Option<(usize, &'a str)> {
+        self.errors_between(from - SECOND + 1, to)
+            .rev()
+            .find_map(|ei| match self.data.errors[ei].kind {
+                ErrorKind::Resolver {
+                    name,
+                    nxdomain: true,
+                } if self.resolver_concerns(name, u) => Some((ei, self.data.strings.get(name))),
+                _ => None,
+            })
+    }
+
+    /// A change of `u`'s served address set that the sets before and
+    /// after `t` can miss (A before, B during, A after): two sets seen in
+    /// the window, or the set just before the window and one in it, where
+    /// each holds an address the other lacks. Each set must rest on at
+    /// least [`MIN_SLICE_ENTRIES`] entries, so that two peers taking turns
+    /// under light traffic do not look like a change.
+    pub(super) fn flip(&self, u: &str, t: i64) -> Option<(BTreeSet<u32>, BTreeSet<u32>)> {
+        let w = self.window;
+        let timeline = &self.data.timeline;
+        let full = |s: &crate::timeline::Slice| s.total() >= MIN_SLICE_ENTRIES;
+        let just_before = timeline.slices(u, t - 2 * w, t - w - 1);
+        let before_set: BTreeSet<u32> = just_before.iter().flat_map(|s| s.set()).collect();
+        let before_total: u64 = just_before.iter().map(|s| s.total()).sum();
+        let mut sets: Vec<BTreeSet<u32>> = Vec::new();
+        if before_total >= MIN_SLICE_ENTRIES {
+            sets.push(before_set);
+        }
+        sets.extend(
+            timeline
+                .slices(u, t - w, t + w)
+                .iter()
+                .filter(|s| full(s))
+                .map(|s| s.set()),
+        );
+        for (i, a) in sets.iter().enumerate() {
+            for b in sets.iter().skip(i + 1).take(SLICE_SPAN) {
+                if !a.is_subset(b) && !b.is_subset(a) {
+                    return Some((a.clone(), b.clone()));
+                }
+            }
+        }
+        None
+    }
+
+    /// A peer of `u` still out of service at `t`: an `upstream server
+    /// temporarily disabled` line, or with `peer_errors` (a list of two or
+    /// more) a peer-error line, for one of `u`'s addresses within
+    /// fail_timeout before `t` (its second included), not the request's
+    /// own, with that address among `held` (when given), and not serving
+    /// since (a success re-enables a peer).
+    fn down_peer(
+        &self,
+        s: &Skeleton,
+        u: &str,
+        t: i64,
+        peer_errors: bool,
+        held: Option<&BTreeSet<u32>>,
+    ) -> Option<usize> {
+        let timeline = &self.data.timeline;
+        // An error line's time is its second's start: `t`'s own second is
+        // in.
+        self.errors_between(t - self.lookback, t).rev().find(|ei| {
+            let kept = &self.data.errors[*ei];
+            let counts = match kept.kind {
+                ErrorKind::Disabled => true,
+                ErrorKind::PeerError => peer_errors,
+                _ => false,
+            };
+            if !counts || s.own_errors.contains(ei) || !self.concerns(kept, u) {
+                return false;
+            }
+            let Some(host) = self.data.error_upstream(kept) else {
+                return false;
+            };
+            let id = timeline.addr_id(host);
+            if held.is_some_and(|h| id.is_none_or(|id| !h.contains(&id))) {
+                return false;
+            }
+            let since = kept.time_ms + SECOND;
+            let served_since =
+                id.is_some_and(|id| since < t && timeline.seen_ids(u, since, t - 1).contains(&id));
+            !served_since
+        })
+    }
+
+    /// Resolver, disabled and peer-error lines about `u` around `t`, other
+    /// than the incident's own; `first` (the deciding line) leads.
+    pub(super) fn nearby(&self, s: &Skeleton, u: Option<&str>, first: Option<usize>) -> Vec<usize> {
+        let t = s.time_ms;
+        let mut out: Vec<usize> = first.into_iter().collect();
+        out.extend(
+            self.errors_between(t - self.window, t + self.window)
+                .filter(|ei| !s.own_errors.contains(ei) && Some(*ei) != first)
+                .filter(|ei| {
+                    let kept = &self.data.errors[*ei];
+                    match (kept.kind, u) {
+                        (ErrorKind::Resolver { name, .. }, Some(u)) => {
+                            self.resolver_concerns(name, u)
+                        }
+                        (ErrorKind::Disabled | ErrorKind::PeerError, Some(u)) => {
+                            self.concerns(kept, u)
+                        }
+                        (
+                            ErrorKind::Resolver { .. } | ErrorKind::Disabled | ErrorKind::PeerError,
+                            None,
+                        ) => true,
+                        _ => false,
+                    }
+                })
+                .take(NEARBY_MAX - out.len()),
+        );
+        out
+    }
+}

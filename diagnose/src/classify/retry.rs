@@ -1,0 +1,104 @@
+//! A refused retry (2-hop, `"A:80, be"`): `generation-retry` (the race)
+//! or `unavailable`.
+
+use super::{Around, Classifier, Family, Skeleton, Verdict, HELD_MS, NEXT_MS};
+
+impl Classifier<'_> {
+    /// A refused retry (2-hop). nginx refused it because the list's
+    /// generation moved since the request started, or because no peer of
+    /// an unchanged list was usable. So, in order:
+    ///
+    /// 1. an address served that the list did not hold when the request
+    ///    started, between its start and just after the refusal: the list
+    ///    changed in flight (`generation-retry`);
+    /// 2. an NXDOMAIN for the upstream's name in the seconds the request
+    ///    was in flight: the list emptied in flight, which is a change too
+    ///    (its first selection found a peer);
+    /// 3. a peer of the upstream disabled or failing within fail_timeout
+    ///    and not serving since: `unavailable`;
+    /// 4. else a list of one peer (nginx never marks a single peer down)
+    ///    or a change seen in the window: `generation-retry`; else
+    ///    `unavailable`.
+    pub(super) fn decide_retry(&self, s: &Skeleton, u: &str, around: &Around) -> Verdict {
+        let t = s.time_ms;
+        let timeline = &self.data.timeline;
+        let start = s.start_ms.unwrap_or(t - self.window / 2).min(t);
+        let mut held = timeline.seen_ids(u, start - HELD_MS, start);
+        held.extend(s.tried.iter().filter_map(|a| timeline.addr_id(a)));
+        let came: Vec<u32> = timeline
+            .seen_ids(u, start + 1, t + NEXT_MS)
+            .difference(&held)
+            .copied()
+            .collect();
+        let names = |ids: &[u32]| {
+            ids.iter()
+                .map(|id| timeline.addr(*id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let held_v: Vec<u32> = held.iter().copied().collect();
+        let span = match s.start_ms {
+            Some(_) => format!("in flight for {} ms", t - start),
+            None => "in flight (no $request_time: assumed to start half a window before)".into(),
+        };
+        if !came.is_empty() {
+            return (
+                Family::GenerationRetry,
+                format!(
+                    "retry refused after {} failed; {} served from while the request was {span}, \
+                     and the list held {{{}}} when it started",
+                    s.prev_addr.as_deref().unwrap_or("an attempt"),
+                    names(&came),
+                    names(&held_v)
+                ),
+                None,
+            );
+        }
+        if let Some((ei, name)) = self.nxdomain_between(u, start, t) {
+            return (
+                Family::GenerationRetry,
+                format!(
+                    "{name} could not be resolved (3: Host not found) at {} while the request \
+                     was {span}: the list emptied after its first selection",
+                    self.data.error_time_text(&self.data.errors[ei])
+                ),
+                Some(ei),
+            );
+        }
+        // No change in flight: a peer out of service counts even where the
+        // window saw it leave (a disabled peer stops serving too).
+        // A peer error marks a peer down only in a list of two or more
+        // (nginx never marks a single peer down); a disabled line is
+        // written only then.
+        // Only a peer the list held when the request started: one that
+        // left with a change before is not why this retry was refused.
+        if let Some(v) = self.unavailable(s, u, t, held.len() >= 2, Some(&held)) {
+            return v;
+        }
+        if held.len() <= 1 || around.changed {
+            let why = if held.len() <= 1 {
+                format!(
+                    "the list held one peer ({}), which nginx never marks down, yet the retry \
+                     was refused: its generation moved",
+                    names(&held_v)
+                )
+            } else {
+                format!(
+                    "retry refused after {} failed, while {}",
+                    s.prev_addr.as_deref().unwrap_or("an attempt"),
+                    around.change
+                )
+            };
+            return (Family::GenerationRetry, why, None);
+        }
+        (
+            Family::Unavailable,
+            format!(
+                "retry refused with no change seen and {} peers: none usable ({})",
+                held.len(),
+                around.change
+            ),
+            None,
+        )
+    }
+}
