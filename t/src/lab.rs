@@ -28,6 +28,10 @@ mod report;
 mod stream;
 
 pub use arms::{Arm, Build, Dns, Protocol, Row};
+
+/// The path prefix of the readiness probes an http arm sends before its
+/// traffic (`/ready/0`, `/ready/1`, ... until one is answered 200).
+pub const READY_PATH: &str = "/ready/";
 pub use claims::{Claim, Cmp};
 pub use report::{render_csv, render_svg, render_table, ArmResult, Logs};
 

@@ -15,8 +15,12 @@
 //!
 //! A stock arm has no module to label it; [`Truth::ByConstruction`] says
 //! what its configuration allows instead: one re-resolving peer of one
-//! address (never marked down: a single peer) whose name always resolves,
-//! so each no-live 502 is the generation's and each other 502 is `other`.
+//! address (never marked down: a single peer) whose name always resolves
+//! once it has resolved, so each no-live 502 of the arm's traffic is the
+//! generation's and each other 502 is `other`. The readiness probes before
+//! the traffic (`/ready/K`, sent until one is answered 200) fail only
+//! while the name has not resolved yet: a no-live 502 of theirs is
+//! `empty`.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -256,6 +260,11 @@ fn true_family(e: &Entry, truth: Truth, cause: Option<&str>) -> Option<&'static 
         Shape::Other => "other",
     };
     match (truth, cause) {
+        (Truth::ByConstruction, _)
+            if generation != "other" && e.path.starts_with(crate::lab::READY_PATH) =>
+        {
+            Some("empty")
+        }
         (Truth::ByConstruction, _) => Some(generation),
         (Truth::ModuleLines, None) => {
             // A no-live 502 always has its cause line.
@@ -289,4 +298,37 @@ fn scratch_dir(arm: &str) -> PathBuf {
     ));
     std::fs::create_dir_all(&dir).expect("create a scratch directory");
     dir
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// By construction, a stock arm's no-live 502 is the generation's, but
+    /// a readiness probe's is the list still empty before the name's first
+    /// answer (seen in CI: `/ready/0 "be"` under load).
+    #[test]
+    fn a_readiness_probe_before_the_first_answer_is_empty() {
+        let line = |path: &str, addr: &str| {
+            format!("1764662400.000 502 \"{addr}\" \"GET {path} HTTP/1.1\" 0.001 \"-\" -\n")
+        };
+        let entries = accesslog::parse(&format!(
+            "{}{}{}",
+            line("/ready/0", "be"),
+            line("/get/7", "be"),
+            line("/get/8", "127.0.0.2:80, be")
+        ));
+        let truths: Vec<_> = entries
+            .iter()
+            .map(|e| true_family(e, Truth::ByConstruction, None))
+            .collect();
+        assert_eq!(
+            truths,
+            [
+                Some("empty"),
+                Some("generation-first"),
+                Some("generation-retry")
+            ]
+        );
+    }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 
+use super::READY_PATH;
 use super::{
     module_status, open_loop, summarise, Arm, ArmResult, Arrivals, Baseline, Logs, Observed,
     Options, Outcome, Posts,
@@ -176,7 +177,7 @@ fn posts(sent: &[Sent], backend: &Backend) -> Posts {
 async fn wait_ready(client: &Client) {
     let deadline = Instant::now() + Duration::from_secs(10);
     for k in 0.. {
-        if client.get(&format!("/ready/{k}")).await.status() == 200 {
+        if client.get(&format!("{READY_PATH}{k}")).await.status() == 200 {
             return;
         }
         assert!(Instant::now() < deadline, "nginx never became ready");
