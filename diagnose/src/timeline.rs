@@ -66,6 +66,12 @@ pub struct Timeline {
     ids: HashMap<String, u32>,
     addrs: Vec<String>,
     seconds: BTreeMap<i64, Vec<Seen>>,
+    /// The same record by when each last hop was *selected*, as early as
+    /// the entry tells: at the request's start with `$request_time` (the
+    /// selection came at or after it), else at the entry's end. An
+    /// address that ended a request after a change may have been selected
+    /// long before it; this record says when the list surely held it.
+    selected: BTreeMap<i64, Vec<Seen>>,
     universes: BTreeMap<String, BTreeSet<u32>>,
     every_address: BTreeSet<u32>,
     names: BTreeSet<String>,
@@ -129,7 +135,9 @@ impl Timeline {
         }
         if let Some(Hop::Addr(a)) = last {
             let id = self.intern(a);
-            self.record(id, time_ms, 1);
+            record(&mut self.seconds, id, time_ms, 1);
+            let at = start_ms.filter(|s| *s < time_ms).unwrap_or(time_ms);
+            record(&mut self.selected, id, at, 1);
         }
         // The start sighting: only with one group (after an internal
         // redirect the last group's first selection came later), and not
@@ -137,29 +145,8 @@ impl Timeline {
         if let (Some(Hop::Addr(a)), Some(start), 1) = (first, start_ms, n_groups) {
             if start < time_ms {
                 let id = self.intern(a);
-                self.record(id, start, 0);
+                record(&mut self.seconds, id, start, 0);
             }
-        }
-    }
-
-    /// Records that `addr` served at `time_ms`, adding `entries` to the
-    /// second's count.
-    fn record(&mut self, addr: u32, time_ms: i64, entries: u32) {
-        let second = time_ms.div_euclid(1_000);
-        let ms = u16::try_from(time_ms.rem_euclid(1_000)).unwrap_or(0);
-        let slot = self.seconds.entry(second).or_default();
-        match slot.iter_mut().find(|s| s.addr == addr) {
-            Some(s) => {
-                s.first_ms = s.first_ms.min(ms);
-                s.last_ms = s.last_ms.max(ms);
-                s.count = s.count.saturating_add(entries);
-            }
-            None => slot.push(Seen {
-                addr,
-                first_ms: ms,
-                last_ms: ms,
-                count: entries,
-            }),
         }
     }
 
@@ -325,11 +312,28 @@ impl Timeline {
     /// was seen (to the millisecond where the second's first or last
     /// sighting falls before `t_ms`), looking back at most `horizon_ms`.
     pub fn last_seen(&self, name: &str, t_ms: i64, horizon_ms: i64) -> Option<i64> {
+        self.latest(&self.seconds, name, t_ms, horizon_ms)
+    }
+
+    /// The latest time at or before `t_ms` an address serving for `name`
+    /// was surely selected (see `selected`), looking back at most
+    /// `horizon_ms`.
+    pub fn last_selected(&self, name: &str, t_ms: i64, horizon_ms: i64) -> Option<i64> {
+        self.latest(&self.selected, name, t_ms, horizon_ms)
+    }
+
+    fn latest(
+        &self,
+        seconds: &BTreeMap<i64, Vec<Seen>>,
+        name: &str,
+        t_ms: i64,
+        horizon_ms: i64,
+    ) -> Option<i64> {
         if !self.names.contains(name) {
             return None;
         }
         let from = (t_ms - horizon_ms).div_euclid(1_000);
-        for (second, seen) in self.seconds.range(from..=t_ms.div_euclid(1_000)).rev() {
+        for (second, seen) in seconds.range(from..=t_ms.div_euclid(1_000)).rev() {
             let best = seen
                 .iter()
                 .filter(|s| self.serves_for(name, s.addr))
@@ -374,6 +378,7 @@ impl Timeline {
         let seconds: usize = self
             .seconds
             .values()
+            .chain(self.selected.values())
             .map(|v| 48 + v.capacity() * std::mem::size_of::<Seen>())
             .sum();
         let universes: usize = self
@@ -382,6 +387,27 @@ impl Timeline {
             .map(|(n, u)| n.len() + 48 + 8 * u.len())
             .sum();
         strings + seconds + universes + 8 * self.every_address.len() + 8 * self.owners.len()
+    }
+}
+
+/// Records that `addr` was seen at `time_ms` in `seconds`, adding
+/// `entries` to the second's count.
+fn record(seconds: &mut BTreeMap<i64, Vec<Seen>>, addr: u32, time_ms: i64, entries: u32) {
+    let second = time_ms.div_euclid(1_000);
+    let ms = u16::try_from(time_ms.rem_euclid(1_000)).unwrap_or(0);
+    let slot = seconds.entry(second).or_default();
+    match slot.iter_mut().find(|s| s.addr == addr) {
+        Some(s) => {
+            s.first_ms = s.first_ms.min(ms);
+            s.last_ms = s.last_ms.max(ms);
+            s.count = s.count.saturating_add(entries);
+        }
+        None => slot.push(Seen {
+            addr,
+            first_ms: ms,
+            last_ms: ms,
+            count: entries,
+        }),
     }
 }
 

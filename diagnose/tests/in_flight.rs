@@ -149,6 +149,52 @@ fn an_nxdomain_in_flight_is_the_race_and_the_refusals_after_it_empty() {
     );
 }
 
+/// NXDOMAIN empties the list while a request that began before it is
+/// still at the old peer; that request ends more than a second later with
+/// the peer failing and disabled (as seen under CI load on 1.31.4). Its
+/// address at the end was selected before the NXDOMAIN, and a peer of the
+/// old list disabled after it is not why the empty list refuses: the
+/// refusals that follow are `empty`, not `unavailable`.
+#[test]
+fn an_old_peer_failing_after_an_nxdomain_does_not_make_the_refusals_unavailable() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 1_950);
+    l.error(
+        2_000,
+        "error",
+        "be could not be resolved (3: Host not found)",
+    );
+    let post = "POST /slow HTTP/1.1";
+    l.access(3_400, 1_600, 502, A);
+    l.error(
+        3_400,
+        "error",
+        &format!(
+            "*7 upstream prematurely closed connection while reading response header from \
+             upstream, client: 10.9.9.9, server: , request: \"{post}\", upstream: \"http://{A}/slow\""
+        ),
+    );
+    l.error(
+        3_400,
+        "warn",
+        &format!(
+            "*7 upstream server temporarily disabled while reading response header from \
+             upstream, client: 10.9.9.9, server: , request: \"{post}\", upstream: \"http://{A}/slow\""
+        ),
+    );
+    for ms in (2_060..3_900).step_by(20) {
+        l.access(ms, 0, 502, "be");
+    }
+    l.serve(B, 5_000, 6_000);
+    let got = l.families();
+    let refusals: Vec<_> = got.iter().filter(|(a, _, _)| a == "be").collect();
+    assert!(refusals.len() > 80, "{got:#?}");
+    assert!(
+        refusals.iter().all(|(_, f, _)| *f == Family::Empty),
+        "{refusals:#?}"
+    );
+}
+
 /// Refusals before the name ever served, then it serves: the list was
 /// empty because the name had not resolved yet (a fresh start).
 #[test]

@@ -12,8 +12,9 @@ impl Classifier<'_> {
     ///
     /// 1. with `$request_time`, an address that came while it was in
     ///    flight: `generation-first`;
-    /// 2. an NXDOMAIN for the name at or before `r0` with nothing served
-    ///    since its second, or nothing ever served before `r0` while the
+    /// 2. an NXDOMAIN for the name at or before `r0` with nothing selected
+    ///    since its second (a request that began before it and ended after
+    ///    it does not count), or nothing ever served before `r0` while the
     ///    name serves later (not resolved yet): `empty`;
     /// 3. a peer disabled or failing within fail_timeout before `r0` and
     ///    not serving since: `unavailable`;
@@ -53,7 +54,10 @@ impl Classifier<'_> {
             })
             .unwrap_or(t)
             .min(t);
-        let last = timeline.last_seen(u, r0, self.lookback);
+        // An address that ended a request after the NXDOMAIN was often
+        // selected before it (an old peer still answering, or failing and
+        // disabled): only one surely selected since says the list held it.
+        let last = timeline.last_selected(u, r0, self.lookback);
         if let Some((ei, name)) = self.nxdomain_between(u, r0 - self.lookback, r0) {
             let nx = self.data.errors[ei].time_ms;
             if last.is_none_or(|l| l < nx + SECOND) {
