@@ -37,6 +37,18 @@ pub fn matrix_env(cmd: &mut Command) {
         .env("GENERATION_RETRY_SOAK_SECONDS", "20");
 }
 
+/// The `n` slowest test binaries of `totals`, for the closing table:
+/// `tests/zone.rs 121 s, tests/lab.rs 98 s`.
+pub fn slowest(totals: &TestTotals, n: usize) -> String {
+    let mut b: Vec<&(String, f64)> = totals.binaries.iter().collect();
+    b.sort_by(|x, y| y.1.total_cmp(&x.1));
+    b.iter()
+        .take(n)
+        .map(|(what, s)| format!("{what} {s:.0} s"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One line of the closing table: what ran, and how long it took.
 pub struct Step {
     pub what: String,
@@ -126,14 +138,31 @@ pub struct TestTotals {
     pub passed: u64,
     pub failed: u64,
     pub ignored: u64,
+    /// Each test binary that ran, by cargo's `Running` line, and libtest's
+    /// `finished in` seconds: where a run's time goes.
+    pub binaries: Vec<(String, f64)>,
+    running: Option<String>,
 }
 
 impl TestTotals {
     /// Adds libtest's `test result: ok. 6 passed; 0 failed; 1 ignored; ...`.
     pub fn add(&mut self, line: &str) {
+        if let Some(what) = line.trim_start().strip_prefix("Running ") {
+            // `Running tests/zone.rs (target/debug/deps/zone-...)`.
+            let what = what.split(" (").next().unwrap_or(what);
+            self.running = Some(what.to_string());
+            return;
+        }
         let Some(rest) = line.strip_prefix("test result: ") else {
             return;
         };
+        if let Some(secs) = rest
+            .rsplit_once("finished in ")
+            .and_then(|(_, s)| s.trim_end_matches('s').parse::<f64>().ok())
+        {
+            let what = self.running.take().unwrap_or_else(|| "?".into());
+            self.binaries.push((what, secs));
+        }
         for part in rest.split(['.', ';']) {
             let mut words = part.split_whitespace();
             let (Some(n), Some(what)) = (words.next(), words.next()) else {
@@ -157,16 +186,11 @@ mod tests {
     #[test]
     fn sums_libtest_result_lines() {
         let mut t = TestTotals::default();
-        t.add("test result: ok. 6 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s");
+        t.add("     Running tests/zone.rs (target/debug/deps/zone-184bfea183b3b006)");
+        t.add("test result: ok. 6 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 12.50s");
         t.add("test result: FAILED. 1 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out");
         t.add("running 3 tests");
-        assert_eq!(
-            t,
-            TestTotals {
-                passed: 7,
-                failed: 2,
-                ignored: 1
-            }
-        );
+        assert_eq!((t.passed, t.failed, t.ignored), (7, 2, 1));
+        assert_eq!(t.binaries, vec![("tests/zone.rs".to_string(), 12.5)]);
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::harness::{
-    matrix_env, run_tests, test_binaries, Step, TestTotals, MATRIX_TESTS, NO_TEST,
+    matrix_env, run_tests, slowest, test_binaries, Step, TestTotals, MATRIX_TESTS, NO_TEST,
 };
 use crate::versions::{self, Which, DEFAULT, MATRIX};
 use crate::workspace::{cargo, Result};
@@ -81,6 +81,9 @@ pub fn command(args: &[String]) -> Result {
             s.totals.failed,
             if s.ok { "" } else { "  FAILED" }
         );
+        if !s.totals.binaries.is_empty() {
+            println!("nginx-test:     slowest: {}", slowest(&s.totals, 6));
+        }
         total.passed += s.totals.passed;
         total.failed += s.totals.failed;
         total.ignored += s.totals.ignored;
