@@ -68,11 +68,14 @@ pub struct AccessParser {
     connection: Option<usize>,
     request_id: Option<usize>,
     request_time: Option<usize>,
+    /// The `log_format` string as given.
+    text: String,
 }
 
 impl AccessParser {
     /// Builds a parser for a `log_format` string (see [`LogFormat::parse`]).
     pub fn new(format: &str) -> Result<AccessParser, FormatError> {
+        let text = format.to_string();
         let format = LogFormat::parse(format)?;
         let time = [
             ("msec", TimeSource::Msec),
@@ -99,9 +102,18 @@ impl AccessParser {
             remote_addr: format.position("remote_addr"),
             connection: format.position("connection"),
             request_id: format.position("request_id"),
-            request_time: format.position("request_time"),
+            // A stream session's `$session_time` plays the same part.
+            request_time: format
+                .position("request_time")
+                .or_else(|| format.position("session_time")),
             format,
+            text,
         })
+    }
+
+    /// The `log_format` string it was built from.
+    pub fn format(&self) -> &str {
+        &self.text
     }
 
     /// Whether the format has `$connection` (joins then use it).

@@ -18,6 +18,8 @@ use crate::timefmt;
 pub const EXIT_OK: i32 = 0;
 /// A log could not be read (or the output not written).
 pub const EXIT_UNREADABLE: i32 = 1;
+/// nginx's `fail_timeout` default, what `--fail-timeout-ms` defaults to.
+pub const DEFAULT_FAIL_TIMEOUT_MS: i64 = 10_000;
 /// Bad arguments (clap's own status for usage errors).
 pub const EXIT_USAGE: i32 = 2;
 /// Access logs were read, but none of their lines matched `--log-format`.
@@ -31,8 +33,8 @@ Tell which 502/504s in stock nginx logs are the upstream generation race \
 (`no live upstreams` while a `server ... resolve` name's addresses change, \
 nginx/nginx#1656), and which have other causes.";
 
-const USAGE: &str =
-    "generation-retry-diagnose --access-log PATH --log-format FORMAT [--error-log PATH] [OPTIONS]";
+const USAGE: &str = "generation-retry-diagnose --nginx-conf FILE [OPTIONS]
+       generation-retry-diagnose --access-log PATH --log-format FORMAT [--error-log PATH] [OPTIONS]";
 
 const AFTER_HELP: &str = "\
 Logs are plain or gzip (told by their magic bytes, also on standard input), \
@@ -71,6 +73,14 @@ With 3 and 4 the report is still printed, and stderr says what is wrong.";
     max_term_width = 100
 )]
 struct Args {
+    /// nginx's configuration: `nginx -T`'s output (`nginx -T | ...
+    /// --nginx-conf -`) or its main file, read with its includes. From it:
+    /// the access logs with their formats, the error logs, each
+    /// upstream's resolving names, addresses and fail_timeout. Flags given
+    /// beside it win.
+    #[arg(long = "nginx-conf", value_name = "FILE", allow_hyphen_values = true)]
+    nginx_conf: Option<PathBuf>,
+
     /// An access log written with FORMAT; `-` reads standard input.
     /// Repeatable.
     #[arg(
@@ -116,16 +126,16 @@ struct Args {
     window_ms: i64,
 
     /// How long a failed or disabled peer stays out of service, as the
-    /// upstream's fail_timeout.
+    /// upstreams' fail_timeout [default: 10000, or each upstream's from
+    /// --nginx-conf].
     #[arg(
         long = "fail-timeout-ms",
         value_name = "N",
-        default_value_t = 10_000,
         value_parser = fail_timeout_ms,
         allow_hyphen_values = true,
         overrides_with = "fail_timeout_ms"
     )]
-    fail_timeout_ms: i64,
+    fail_timeout_ms: Option<i64>,
 
     /// Upstream UPSTREAM has `server NAME resolve`, so resolver errors for
     /// NAME concern it. Repeatable; an upstream named like its server needs
@@ -204,8 +214,10 @@ pub struct Cli {
     pub window_ms: i64,
     /// `--error-log-utc-offset`, in seconds east of UTC.
     pub error_offset_s: Option<i32>,
-    /// `--fail-timeout-ms`.
-    pub fail_timeout_ms: i64,
+    /// `--fail-timeout-ms`, if given.
+    pub fail_timeout_ms: Option<i64>,
+    /// `--nginx-conf`.
+    pub nginx_conf: Option<PathBuf>,
     /// `--upstream-server UPSTREAM=NAME`, in order.
     pub servers: Vec<(String, String)>,
 }
@@ -234,13 +246,16 @@ pub fn parse_args(args: &[OsString]) -> Result<Cli, clap::Error> {
             ),
         );
     }
-    if a.access_logs.is_empty() && a.error_logs.is_empty() {
+    let conf = a.nginx_conf.is_some();
+    if a.access_logs.is_empty() && a.error_logs.is_empty() && !conf {
         return error(
             ErrorKind::MissingRequiredArgument,
-            "no logs: give --access-log PATH and/or --error-log PATH".into(),
+            "no logs: give --nginx-conf FILE (`nginx -T` output), or --access-log PATH and/or \
+             --error-log PATH"
+                .into(),
         );
     }
-    if !a.access_logs.is_empty() && a.log_format.is_none() {
+    if !a.access_logs.is_empty() && a.log_format.is_none() && !conf {
         return error(
             ErrorKind::MissingRequiredArgument,
             "--access-log needs --log-format 'FORMAT': the access log's log_format string, \
@@ -254,13 +269,14 @@ pub fn parse_args(args: &[OsString]) -> Result<Cli, clap::Error> {
         .access_logs
         .iter()
         .chain(&a.error_logs)
+        .chain(&a.nginx_conf)
         .filter(|p| input::is_stdin(p))
         .count();
     if stdin > 1 {
         return error(
             ErrorKind::ArgumentConflict,
-            "`-` (standard input) given for more than one log: at most one --access-log or \
-             --error-log may be `-`"
+            "`-` (standard input) given more than once: at most one of --nginx-conf, \
+             --access-log and --error-log may be `-`"
                 .into(),
         );
     }
@@ -272,6 +288,7 @@ pub fn parse_args(args: &[OsString]) -> Result<Cli, clap::Error> {
         window_ms: a.window_ms,
         error_offset_s: a.error_offset_s,
         fail_timeout_ms: a.fail_timeout_ms,
+        nginx_conf: a.nginx_conf,
         servers: a.servers,
     })
 }
@@ -333,7 +350,7 @@ mod tests {
         assert_eq!(c.error_logs, [PathBuf::from("e.log")]);
         assert_eq!(c.window_ms, 500);
         assert_eq!(c.error_offset_s, Some(3_600));
-        assert_eq!(c.fail_timeout_ms, 30_000);
+        assert_eq!(c.fail_timeout_ms, Some(30_000));
         assert_eq!(
             c.servers,
             [("be".to_string(), "be.example.com".to_string())]
@@ -341,7 +358,10 @@ mod tests {
         assert!(c.json);
         let d = run(&["--error-log", "e.log"]);
         assert_eq!((d.window_ms, d.json, d.log_format), (2_000, false, None));
-        assert_eq!((d.error_offset_s, d.fail_timeout_ms), (None, 10_000));
+        assert_eq!((d.error_offset_s, d.fail_timeout_ms), (None, None));
+        let conf = run(&["--nginx-conf", "-", "--access-log", "a.log"]);
+        assert_eq!(conf.nginx_conf, Some(PathBuf::from("-")));
+        assert_eq!(conf.log_format, None);
         // A negative offset is a value, not a flag; a later value wins.
         let n = run(&[
             "--error-log",
@@ -439,5 +459,6 @@ mod tests {
         ]);
         assert!(two.contains("at most one"), "{two}");
         assert!(error(&["--error-log", "-", "--error-log", "-"]).contains("standard input"));
+        assert!(error(&["--nginx-conf", "-", "--error-log", "-"]).contains("at most one"));
     }
 }

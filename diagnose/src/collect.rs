@@ -35,8 +35,18 @@ pub struct Options {
     /// `fail_timeout`, default 10 s), in milliseconds.
     pub fail_timeout_ms: i64,
     /// `(upstream, NAME)` pairs: `upstream` has `server NAME resolve`
-    /// (`--upstream-server`).
+    /// (`--upstream-server`, or the configuration).
     pub servers: Vec<(String, String)>,
+    /// `(upstream, ADDRESS)` pairs: `upstream` has `server ADDRESS` (from
+    /// the configuration), so the address is its peer.
+    pub peers: Vec<(String, String)>,
+    /// Which upstream a request's location proxies to (from the
+    /// configuration).
+    pub routes: Vec<Route>,
+    /// Per upstream, its `fail_timeout` in milliseconds where the
+    /// configuration gives one (the longest of its servers'), else
+    /// [`Options::fail_timeout_ms`].
+    pub fail_timeouts: BTreeMap<String, i64>,
 }
 
 impl Default for Options {
@@ -46,8 +56,54 @@ impl Default for Options {
             error_offset_s: None,
             fail_timeout_ms: 10_000,
             servers: Vec::new(),
+            peers: Vec::new(),
+            fail_timeouts: BTreeMap::new(),
+            routes: Vec::new(),
         }
     }
+}
+
+/// An http `location` that proxies to an upstream: `location = PATH`
+/// (exact) or a prefix location (`location PATH`, `location ^~ PATH`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub exact: bool,
+    pub path: String,
+    pub upstream: String,
+}
+
+/// The upstream whose location takes the request line `request` (`GET
+/// /path HTTP/1.1`) the way nginx picks among exact and prefix locations:
+/// an exact match, else the longest prefix. `None` when no route matches,
+/// or the best match is shared by routes to different upstreams (several
+/// `server`s with the same location).
+pub fn route_of<'a>(routes: &'a [Route], request: &str) -> Option<&'a str> {
+    let uri = request.split(' ').nth(1)?;
+    let path = uri.split('?').next().unwrap_or(uri);
+    let best = |exact: bool| -> Option<Option<&'a str>> {
+        let mut found: Option<(usize, &'a str)> = None;
+        let mut ambiguous = false;
+        for r in routes.iter().filter(|r| r.exact == exact) {
+            let hit = if exact {
+                r.path == path
+            } else {
+                path.starts_with(&r.path)
+            };
+            if !hit {
+                continue;
+            }
+            match found {
+                Some((len, u)) if len == r.path.len() => ambiguous |= u != r.upstream,
+                Some((len, _)) if len > r.path.len() => {}
+                _ => {
+                    found = Some((r.path.len(), &r.upstream));
+                    ambiguous = false;
+                }
+            }
+        }
+        found.map(|(_, u)| (!ambiguous).then_some(u))
+    };
+    best(true).or_else(|| best(false)).flatten()
 }
 
 /// Which log a file is.
@@ -72,6 +128,8 @@ pub struct FileStats {
     pub unparsed: u64,
     /// The first of them: its line number and (clipped) text.
     pub first_unparsed: Option<(u64, String)>,
+    /// An access log's format: the index in [`Collected::parsers`].
+    pub parser: Option<usize>,
 }
 
 /// Where a line is: its file (the index in [`Collected::files`]) and its
@@ -300,11 +358,12 @@ pub enum OffsetBasis {
 pub struct Collected {
     /// The run's settings.
     pub options: Options,
-    /// The access parser (the report reads requests back with it).
-    pub parser: Option<AccessParser>,
-    /// Whether the access format has `$connection`.
+    /// The access logs' formats (the report reads requests back with
+    /// them); each access file names its own.
+    pub parsers: Vec<AccessParser>,
+    /// Whether every access format has `$connection`.
     pub has_connection: bool,
-    /// Whether the access format has `$request`.
+    /// Whether every access format has `$request`.
     pub has_request: bool,
     /// Access entries with status 502 or 504, by time.
     pub failures: Vec<Failure>,
@@ -317,6 +376,9 @@ pub struct Collected {
     pub timeline: Timeline,
     /// One per file, in the order read.
     pub files: Vec<FileStats>,
+    /// What the configuration offered that could not be used, and how to
+    /// fix it (see [`crate::plan::Plan::notes`]).
+    pub notes: Vec<String>,
     /// The module's own error lines (left out of the diagnosis).
     pub module_lines: u64,
     /// Access entries parsed.
@@ -333,9 +395,17 @@ pub struct Collected {
 }
 
 impl Collected {
+    /// The format of access file `file`.
+    pub fn parser_of(&self, file: usize) -> Option<&AccessParser> {
+        let i = self.files.get(file)?.parser?;
+        self.parsers.get(i)
+    }
+
     /// The time of a failure as logged.
     pub fn failure_time_text(&self, f: &Failure) -> String {
-        let source = self.parser.as_ref().map(AccessParser::time_source);
+        let source = self
+            .parser_of(f.source.file())
+            .map(AccessParser::time_source);
         match (source, f.offset_s()) {
             (Some(TimeSource::Local), Some(off)) => timefmt::format_time_local(f.time_ms, off),
             (Some(TimeSource::Iso8601), Some(off)) => timefmt::format_iso8601(f.time_ms, off),
@@ -393,28 +463,64 @@ impl Collector {
             options,
             ..Collected::default()
         };
-        if let Some(p) = &parser {
-            data.has_connection = p.has_connection();
-            data.has_request = p.has_request();
-        }
-        data.parser = parser;
         for (u, _) in &data.options.servers {
             data.timeline.note_name(u);
         }
-        Collector { data }
+        for (u, addr) in &data.options.peers {
+            data.timeline.own(u, addr);
+        }
+        let mut c = Collector { data };
+        if let Some(p) = parser {
+            c.add_parser(p);
+        }
+        c
+    }
+
+    /// Adds an access format; returns its index.
+    fn add_parser(&mut self, parser: AccessParser) -> usize {
+        let data = &mut self.data;
+        if let Some(i) = data
+            .parsers
+            .iter()
+            .position(|p| p.format() == parser.format())
+        {
+            return i;
+        }
+        // Joins by `$connection` (or `$request`) only when every access
+        // file can give it.
+        let first = data.parsers.is_empty();
+        data.has_connection = parser.has_connection() && (first || data.has_connection);
+        data.has_request = parser.has_request() && (first || data.has_request);
+        data.parsers.push(parser);
+        data.parsers.len() - 1
     }
 
     /// Starts a file; its lines go to [`Collector::line`] with the id
-    /// returned.
+    /// returned. An access file is read with the collector's first format
+    /// (see [`Collector::start_access_file`] for one of its own).
     pub fn start_file(&mut self, name: &str, kind: LogKind) -> usize {
+        let parser = match kind {
+            LogKind::Access => (!self.data.parsers.is_empty()).then_some(0),
+            LogKind::Error => None,
+        };
         self.data.files.push(FileStats {
             name: name.to_string(),
             kind,
             lines: 0,
             unparsed: 0,
             first_unparsed: None,
+            parser,
         });
         self.data.files.len() - 1
+    }
+
+    /// Starts an access file written with `parser`'s format (one nginx's
+    /// access logs each name their own `log_format`).
+    pub fn start_access_file(&mut self, name: &str, parser: AccessParser) -> usize {
+        let i = self.add_parser(parser);
+        let id = self.start_file(name, LogKind::Access);
+        self.data.files[id].parser = Some(i);
+        id
     }
 
     /// Takes one line (bytes, any content) of file `file`.
@@ -434,7 +540,7 @@ impl Collector {
             true
         } else {
             match kind {
-                LogKind::Access => self.access(&text, source),
+                LogKind::Access => self.access(&text, source, file),
                 LogKind::Error => self.error(&text, source),
             }
         };
@@ -449,8 +555,8 @@ impl Collector {
         }
     }
 
-    fn access(&mut self, text: &str, source: Source) -> bool {
-        let Some(entry) = self.data.parser.as_ref().and_then(|p| p.parse_line(text)) else {
+    fn access(&mut self, text: &str, source: Source, file: usize) -> bool {
+        let Some(entry) = self.data.parser_of(file).and_then(|p| p.parse_line(text)) else {
             return false;
         };
         let data = &mut self.data;
@@ -463,6 +569,12 @@ impl Collector {
         let start_ms = entry.request_time_ms.map(|r| entry.time_ms - r);
         data.timeline
             .observe(entry.upstream_addr, entry.time_ms, start_ms);
+        if let Some(u) = entry
+            .request
+            .and_then(|r| route_of(&data.options.routes, r))
+        {
+            data.timeline.route(entry.upstream_addr, u);
+        }
         if entry.status == 502 || entry.status == 504 {
             data.failures.push(Failure {
                 time_ms: entry.time_ms,

@@ -22,6 +22,7 @@ pub mod errorlog;
 pub mod input;
 pub mod logformat;
 pub mod nginxconf;
+pub mod plan;
 pub mod report;
 pub mod timefmt;
 pub mod timeline;
@@ -34,7 +35,7 @@ use std::path::Path;
 use access::AccessParser;
 use classify::{Family, Incident};
 use cli::Cli;
-use collect::{clip, Collected, Collector, LogKind, Options, Source, KEEP_LINE};
+use collect::{clip, Collected, Collector, LogKind, Source, KEEP_LINE};
 use input::InputError;
 
 /// The outcome of a run: what was kept, the classified incidents, and the
@@ -139,7 +140,10 @@ impl Analysis {
             .get(source.file())
             .is_some_and(|f| f.kind == LogKind::Access);
         if access {
-            let entry = self.data.parser.as_ref().and_then(|p| p.parse_line(text));
+            let entry = self
+                .data
+                .parser_of(source.file())
+                .and_then(|p| p.parse_line(text));
             entry.and_then(|e| e.request).unwrap_or("").to_string()
         } else {
             errorlog::parse_line(text, 0)
@@ -154,24 +158,25 @@ impl Analysis {
     }
 }
 
-/// Reads the files a command line names and classifies them.
+/// Reads the files a command line names (or its `--nginx-conf`) and
+/// classifies them.
 pub fn analyze_files(cli: &Cli) -> Result<Analysis, Box<dyn std::error::Error>> {
-    let parser = match &cli.log_format {
-        Some(f) => Some(AccessParser::new(f)?),
-        None => None,
-    };
-    let options = Options {
-        window_ms: cli.window_ms,
-        error_offset_s: cli.error_offset_s,
-        fail_timeout_ms: cli.fail_timeout_ms,
-        servers: cli.servers.clone(),
-    };
-    let mut collector = Collector::new(parser, options);
-    let files: Vec<(&Path, LogKind)> = cli
-        .access_logs
+    let plan = plan::plan(cli)?;
+    analyze_plan(&plan, cli.json)
+}
+
+/// Reads the files of a [`plan::Plan`] and classifies them; `requests`
+/// reads back every incident's request line (for `--json`).
+pub fn analyze_plan(
+    plan: &plan::Plan,
+    requests: bool,
+) -> Result<Analysis, Box<dyn std::error::Error>> {
+    let mut collector = Collector::new(None, plan.options.clone());
+    let files: Vec<(&Path, LogKind)> = plan
+        .access
         .iter()
-        .map(|p| (p.as_path(), LogKind::Access))
-        .chain(cli.error_logs.iter().map(|p| (p.as_path(), LogKind::Error)))
+        .map(|a| (a.path.as_path(), LogKind::Access))
+        .chain(plan.errors.iter().map(|p| (p.as_path(), LogKind::Error)))
         .collect();
     // Standard input redirected from a file can be read back from here.
     let stdin_at = files
@@ -179,11 +184,18 @@ pub fn analyze_files(cli: &Cli) -> Result<Analysis, Box<dyn std::error::Error>> 
         .any(|(p, _)| input::is_stdin(p))
         .then(input::stdin_position)
         .flatten();
-    for (path, kind) in &files {
-        read_file(&mut collector, path, *kind)?;
+    for a in &plan.access {
+        let parser = AccessParser::new(&a.format)?;
+        let id = collector.start_access_file(&input::display_name(&a.path), parser);
+        input::for_each_line(&a.path, |line| collector.line(id, line))?;
     }
-    let mut analysis = analyze(collector.finish());
-    read_back(&mut analysis, &files, cli.json, stdin_at);
+    for p in &plan.errors {
+        read_file(&mut collector, p, LogKind::Error)?;
+    }
+    let mut data = collector.finish();
+    data.notes.extend(plan.notes.iter().cloned());
+    let mut analysis = analyze(data);
+    read_back(&mut analysis, &files, requests, stdin_at);
     Ok(analysis)
 }
 
@@ -231,7 +243,7 @@ pub fn read_file(collector: &mut Collector, path: &Path, kind: LogKind) -> Resul
 /// ([`cli::EXIT_NO_MATCH`] or [`cli::EXIT_NO_ACCESS_LOG`]) and what to say
 /// on standard error, naming `format` (the `--log-format`); `None` when
 /// the access logs gave entries.
-pub fn shortfall(data: &Collected, format: Option<&str>) -> Option<(i32, String)> {
+pub fn shortfall(data: &Collected) -> Option<(i32, String)> {
     if data.access_entries > 0 {
         return None;
     }
@@ -261,7 +273,10 @@ pub fn shortfall(data: &Collected, format: Option<&str>) -> Option<(i32, String)
             ),
         ));
     };
-    let format = format.unwrap_or_default();
+    let format = f
+        .parser
+        .and_then(|i| data.parsers.get(i))
+        .map_or("", AccessParser::format);
     let lines: u64 = access.iter().map(|f| f.unparsed).sum();
     Some((
         cli::EXIT_NO_MATCH,
@@ -300,7 +315,10 @@ pub fn run(args: &[OsString], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Ok(a) => a,
         Err(e) => {
             let _ = writeln!(err, "generation-retry-diagnose: {e}");
-            return cli::EXIT_UNREADABLE;
+            return match e.downcast_ref::<plan::PlanError>() {
+                Some(p) => p.status,
+                None => cli::EXIT_UNREADABLE,
+            };
         }
     };
     let text = if cli.json {
@@ -317,7 +335,7 @@ pub fn run(args: &[OsString], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     {
         return cli::EXIT_UNREADABLE;
     }
-    match shortfall(&analysis.data, cli.log_format.as_deref()) {
+    match shortfall(&analysis.data) {
         Some((status, message)) => {
             let _ = writeln!(err, "generation-retry-diagnose: {message}");
             status

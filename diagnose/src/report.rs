@@ -156,7 +156,7 @@ pub fn human(analysis: &Analysis) -> String {
 /// Caveats about the inputs that weaken the diagnosis.
 fn notes(analysis: &Analysis) -> Vec<String> {
     let data = &analysis.data;
-    let mut notes = Vec::new();
+    let mut notes = data.notes.clone();
     let has = |k: LogKind| data.files.iter().any(|f| f.kind == k);
     if !has(LogKind::Access) {
         notes.push(
@@ -338,5 +338,6 @@ pub fn json(analysis: &Analysis) -> Value {
                 "error": unparsed(LogKind::Error),
             },
         },
+        "notes": notes(analysis),
     })
 }

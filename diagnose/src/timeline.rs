@@ -150,6 +150,42 @@ impl Timeline {
         }
     }
 
+    /// Learns from an entry the configuration routes to upstream `name`
+    /// (its request's location proxies there): the addresses of a single
+    /// `$upstream_addr` group with no name in it are that upstream's
+    /// peers. After an internal redirect (two groups) the route says
+    /// nothing about which group is whose.
+    pub fn route(&mut self, upstream_addr: &str, name: &str) {
+        let mut only = None;
+        for (i, group) in groups(upstream_addr).enumerate() {
+            if i > 0 {
+                return;
+            }
+            only = Some(group);
+        }
+        let Some(group) = only else { return };
+        let group_hops = hops(group);
+        if group_hops.iter().any(|h| matches!(h, Hop::Name(_))) {
+            return;
+        }
+        for hop in group_hops {
+            if let Hop::Addr(a) = hop {
+                self.own(name, a);
+            }
+        }
+    }
+
+    /// Notes that `addr` is a peer of upstream `name` (a `server ADDRESS`
+    /// line of the configuration): it joins the upstream's universe.
+    pub fn own(&mut self, name: &str, addr: &str) {
+        self.note_name(name);
+        let id = self.intern(addr);
+        self.every_address.insert(id);
+        if let Some(u) = self.universes.get_mut(name) {
+            self.sealed &= !u.insert(id);
+        }
+    }
+
     /// Notes an upstream name (from a hop or an error line's `upstream:`).
     pub fn note_name(&mut self, name: &str) {
         if !self.names.contains(name) {

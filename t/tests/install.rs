@@ -91,8 +91,14 @@ fn xtask(args: &[&str], url: &str, cache: &Path) -> Run {
         .current_dir(clean_copy())
         .env_remove("GENERATION_RETRY_NGINX_MIRROR")
         .env_remove("RUSTFLAGS")
-        // Compiled once for every run of this file, in the workspace's target.
+        // Compiled once for every run of this file, in the workspace's target;
+        // the module's release dependencies are those the version builds
+        // compiled (same flags), only the module and nginx-sys are its own.
         .env("CARGO_TARGET_DIR", workspace().join("target/install-test"))
+        .env(
+            "GENERATION_RETRY_MODULE_TARGET_DIR",
+            workspace().join("target/module-cargo"),
+        )
         .env("GENERATION_RETRY_NGINX_URL", url)
         .env("GENERATION_RETRY_CACHE", cache)
         .output()

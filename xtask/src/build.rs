@@ -156,7 +156,11 @@ fn build_from_source(version: &str, user: Option<&Path>) -> Result<Built> {
 /// is compiled: one cargo target directory, so its dependencies are built
 /// once for all trees (only nginx-sys, ngx and the module follow the tree).
 pub fn module_target_dir() -> PathBuf {
-    target_dir().join("module-cargo")
+    // The install tests build from a copy of the repository, and share
+    // the release dependencies (bindgen and its tree) compiled here.
+    std::env::var_os("GENERATION_RETRY_MODULE_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| target_dir().join("module-cargo"), PathBuf::from)
 }
 
 /// The module built against `objs` into `dest/<module>.so`, unless the

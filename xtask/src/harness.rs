@@ -113,12 +113,20 @@ pub const NO_TEST: &str = "no test ran";
 /// Runs cargo test, echoing its output, adding libtest's result lines to
 /// `total`; fails when cargo does or when no test ran.
 pub fn run_tests(cmd: &mut Command, total: &mut TestTotals) -> Result {
+    // cargo's `Running tests/x.rs` lines go to stderr, libtest's results
+    // to stdout: one pipe for both keeps them in order.
+    let (reader, writer) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
+    let err = writer.try_clone().map_err(|e| format!("pipe: {e}"))?;
     let mut child = cmd
-        .stdout(Stdio::piped())
+        .stdout(writer)
+        .stderr(err)
         .spawn()
         .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    // The child holds the writing ends now; the command's copies must go
+    // for the end of the output to come.
+    cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
     let before = total.passed;
-    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+    for line in BufReader::new(reader).lines() {
         let line = line.map_err(|e| e.to_string())?;
         println!("{line}");
         total.add(&line);

@@ -223,6 +223,31 @@ fn test_step(
     if let Err(e) = result {
         eprintln!("xtask: error: nginx {}: {e}", built.version);
     }
+    if default && only.is_none() {
+        // The diagnosis tool's own tests (parsers, rules, files, fuzzing,
+        // memory), once: they need no nginx. In release, as operators run
+        // it, and for the fuzzing's sake.
+        let mut cmd = cargo();
+        cmd.args([
+            "test",
+            "--release",
+            "--no-fail-fast",
+            "-p",
+            "generation-retry-diagnose",
+        ]);
+        let filter: Vec<&String> = extra.iter().skip_while(|a| *a == "--").collect();
+        if !filter.is_empty() {
+            cmd.arg("--").args(filter);
+        }
+        match run_tests(&mut cmd, &mut step.totals) {
+            Err(e) if e == NO_TEST && !extra.is_empty() => {}
+            Err(e) => {
+                eprintln!("xtask: error: generation-retry-diagnose: {e}");
+                step.ok = false;
+            }
+            Ok(()) => {}
+        }
+    }
     if default && extra.is_empty() && only.is_none() {
         // Memory safety: a few race scenarios with nginx under memcheck
         // (the full set is `cargo xtask valgrind`).

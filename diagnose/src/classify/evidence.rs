@@ -12,13 +12,19 @@ use crate::access;
 use crate::collect::{ErrorKind, KeptError};
 
 impl<'a> Classifier<'a> {
-    /// Whether a disabled or peer-error line is about one of `u`'s peers.
+    /// Whether a disabled or peer-error line is about one of `u`'s peers:
+    /// an address of `u`'s universe (through the configuration, the
+    /// requests it served, or `$upstream_addr` groups). An address no
+    /// upstream is known to hold counts only in the logs of one upstream:
+    /// with several, another upstream's failing peer is no evidence about
+    /// `u`.
     pub(super) fn concerns(&self, kept: &KeptError, u: &str) -> bool {
         let timeline = &self.data.timeline;
         match self.data.error_upstream(kept) {
             None => false,
             Some(host) if access::is_address(host) => {
-                timeline.in_universe(u, host) || !timeline.is_known_peer(host)
+                // One upstream: its universe is every address anyway.
+                timeline.names().len() == 1 || timeline.in_universe(u, host)
             }
             Some(host) => host == u,
         }
@@ -121,28 +127,31 @@ impl<'a> Classifier<'a> {
         let timeline = &self.data.timeline;
         // An error line's time is its second's start: `t`'s own second is
         // in.
-        self.errors_between(t - self.lookback, t).rev().find(|ei| {
-            let kept = &self.data.errors[*ei];
-            let counts = match kept.kind {
-                ErrorKind::Disabled => true,
-                ErrorKind::PeerError => peer_errors,
-                _ => false,
-            };
-            if !counts || s.own_errors.contains(ei) || !self.concerns(kept, u) {
-                return false;
-            }
-            let Some(host) = self.data.error_upstream(kept) else {
-                return false;
-            };
-            let id = timeline.addr_id(host);
-            if held.is_some_and(|h| id.is_none_or(|id| !h.contains(&id))) {
-                return false;
-            }
-            let since = kept.time_ms + SECOND;
-            let served_since =
-                id.is_some_and(|id| since < t && timeline.seen_ids(u, since, t - 1).contains(&id));
-            !served_since
-        })
+        self.errors_between(t - self.lookback(u), t)
+            .rev()
+            .find(|ei| {
+                let kept = &self.data.errors[*ei];
+                let counts = match kept.kind {
+                    ErrorKind::Disabled => true,
+                    ErrorKind::PeerError => peer_errors,
+                    _ => false,
+                };
+                if !counts || s.own_errors.contains(ei) || !self.concerns(kept, u) {
+                    return false;
+                }
+                let Some(host) = self.data.error_upstream(kept) else {
+                    return false;
+                };
+                let id = timeline.addr_id(host);
+                if held.is_some_and(|h| id.is_none_or(|id| !h.contains(&id))) {
+                    return false;
+                }
+                let since = kept.time_ms + SECOND;
+                let served_since = id.is_some_and(|id| {
+                    since < t && timeline.seen_ids(u, since, t - 1).contains(&id)
+                });
+                !served_since
+            })
     }
 
     /// Resolver, disabled and peer-error lines about `u` around `t`, other

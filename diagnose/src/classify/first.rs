@@ -57,8 +57,8 @@ impl Classifier<'_> {
         // An address that ended a request after the NXDOMAIN was often
         // selected before it (an old peer still answering, or failing and
         // disabled): only one surely selected since says the list held it.
-        let last = timeline.last_selected(u, r0, self.lookback);
-        if let Some((ei, name)) = self.nxdomain_between(u, r0 - self.lookback, r0) {
+        let last = timeline.last_selected(u, r0, self.lookback(u));
+        if let Some((ei, name)) = self.nxdomain_between(u, r0 - self.lookback(u), r0) {
             let nx = self.data.errors[ei].time_ms;
             if last.is_none_or(|l| l < nx + SECOND) {
                 return (
@@ -91,7 +91,7 @@ impl Classifier<'_> {
         // The run's cause is read where it began, unless it has lasted
         // longer than fail_timeout: then nginx tried the peers again, and
         // the evidence must be as fresh as the refusal.
-        let at = if t - r0 > self.lookback { t } else { r0 };
+        let at = if t - r0 > self.lookback(u) { t } else { r0 };
         let peers = timeline.seen_ids(u, r0 - self.window, r0).len();
         if let Some(v) = self.unavailable(s, u, at, peers >= 2, None) {
             return v;

@@ -192,7 +192,10 @@ struct RequestKey {
 struct Classifier<'a> {
     data: &'a Collected,
     window: i64,
+    /// How far back a failed peer still counts: `fail_timeout`, per
+    /// upstream where the configuration gives it.
     lookback: i64,
+    lookbacks: HashMap<&'a str, i64>,
     /// Per failure: the refused upstream's name (a 502 whose last hop is
     /// a name), the candidates for joining a `no live upstreams` line.
     refused: Vec<Option<&'a str>>,
@@ -253,6 +256,11 @@ pub fn resolver_upstreams<'a>(data: &'a Collected, name: &str) -> BTreeSet<&'a s
 }
 
 impl<'a> Classifier<'a> {
+    /// `u`'s fail_timeout (clamped to at least the window).
+    fn lookback(&self, u: &str) -> i64 {
+        self.lookbacks.get(u).copied().unwrap_or(self.lookback)
+    }
+
     fn new(data: &'a Collected) -> Classifier<'a> {
         let mut failures_by_conn: HashMap<u64, Vec<usize>> = HashMap::new();
         let mut errors_by_conn: HashMap<u64, Vec<usize>> = HashMap::new();
@@ -313,6 +321,12 @@ impl<'a> Classifier<'a> {
             data,
             window,
             lookback: data.options.fail_timeout_ms.clamp(window, DAY),
+            lookbacks: data
+                .options
+                .fail_timeouts
+                .iter()
+                .map(|(u, ms)| (u.as_str(), (*ms).clamp(window, DAY)))
+                .collect(),
             refused: data
                 .failures
                 .iter()

@@ -1,0 +1,294 @@
+//! What to read, and how: the command line, completed by nginx's own
+//! configuration (`--nginx-conf`). With the configuration, the access logs
+//! and their formats, the error logs, each upstream's resolving names,
+//! static addresses and `fail_timeout` come from it; a flag given on the
+//! command line wins over it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::access::{self, AccessParser};
+use crate::cli::{self, Cli};
+use crate::collect::{Options, Route};
+use crate::input;
+use crate::logformat::{FormatError, LogFormat};
+use crate::nginxconf::{AccessLog, Module, NginxConf};
+
+/// One access log and the format it is written with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessFile {
+    pub path: PathBuf,
+    pub format: String,
+}
+
+/// The files to read and the options to read them with.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub access: Vec<AccessFile>,
+    pub errors: Vec<PathBuf>,
+    pub options: Options,
+    /// What the configuration offered that cannot be used, and how to fix
+    /// it (a format without `$upstream_addr`, a log that is not there).
+    pub notes: Vec<String>,
+}
+
+/// Why no plan could be made: the exit status and the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanError {
+    pub status: i32,
+    pub message: String,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+fn usage(message: String) -> PlanError {
+    PlanError {
+        status: cli::EXIT_USAGE,
+        message,
+    }
+}
+
+/// The format an operator can log with so that the diagnosis has all it
+/// reads, for a `module`'s access log written so far with `format`: the
+/// same format, with what it lacks added at its end (`$msec` for
+/// milliseconds, `$request_time` or `$session_time` for each request's
+/// start, `$connection` to join error lines, `$status`, `$upstream_addr`).
+pub fn suggested_format(module: Module, format: &str) -> String {
+    let mut f = format.trim().to_string();
+    let have = LogFormat::tokenize(&f);
+    let took = match module {
+        Module::Http => "request_time",
+        Module::Stream => "session_time",
+    };
+    for v in ["msec", "status", took, "connection", "upstream_addr"] {
+        if !have.has(v) {
+            f.push_str(if v == "upstream_addr" {
+                " \"$upstream_addr\""
+            } else {
+                " $"
+            });
+            if v != "upstream_addr" {
+                f.push_str(v);
+            }
+        }
+    }
+    f
+}
+
+/// The line to put in nginx's configuration for an access log whose
+/// format lacks what the diagnosis needs.
+fn fix_for(log: &AccessLog, format: &str, e: &FormatError) -> String {
+    let block = match log.module {
+        Module::Http => "http",
+        Module::Stream => "stream",
+    };
+    format!(
+        "access log {} (log_format {}): {e}. Log what the diagnosis needs with, in the {block} \
+         block:\n    log_format upstreams '{}';\n    access_log {} upstreams;",
+        log.path.display(),
+        log.format_name,
+        suggested_format(log.module, format).replace('\'', "\\'"),
+        log.path.display()
+    )
+}
+
+/// Whether a configured log path names a file this tool can read (not
+/// `syslog:`, `memory:`, `stderr`, nor a path built from variables).
+fn is_file_path(p: &Path) -> bool {
+    let s = p.to_string_lossy();
+    !(s.starts_with("syslog:") || s.starts_with("memory:") || s == "stderr" || s.contains('$'))
+}
+
+/// Makes the plan from the command line, reading `--nginx-conf` (from
+/// standard input when `-`).
+pub fn plan(cli: &Cli) -> Result<Plan, Box<dyn std::error::Error>> {
+    let conf = match &cli.nginx_conf {
+        Some(p) => {
+            let mut text = Vec::new();
+            input::for_each_line(p, |line| {
+                text.extend_from_slice(line);
+                text.push(b'\n');
+            })?;
+            let text = String::from_utf8_lossy(&text);
+            let dir = p.parent().unwrap_or(Path::new("."));
+            let conf = NginxConf::parse(&text, dir)
+                .map_err(|e| usage(format!("--nginx-conf {}: {e}", input::display_name(p))))?;
+            Some(conf)
+        }
+        None => None,
+    };
+    Ok(plan_with(cli, conf.as_ref())?)
+}
+
+/// [`plan`] with the configuration already read.
+pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError> {
+    let mut notes = Vec::new();
+    let mut options = Options {
+        window_ms: cli.window_ms,
+        error_offset_s: cli.error_offset_s,
+        fail_timeout_ms: cli.fail_timeout_ms.unwrap_or(cli::DEFAULT_FAIL_TIMEOUT_MS),
+        servers: cli.servers.clone(),
+        ..Options::default()
+    };
+    let mut access = Vec::new();
+    let mut errors = cli.error_logs.clone();
+    let Some(conf) = conf else {
+        for p in &cli.access_logs {
+            access.push(AccessFile {
+                path: p.clone(),
+                // parse_args saw to it.
+                format: cli.log_format.clone().unwrap_or_default(),
+            });
+        }
+        return Ok(Plan {
+            access,
+            errors,
+            options,
+            notes,
+        });
+    };
+    for u in &conf.upstreams {
+        for s in &u.servers {
+            if s.resolve {
+                options.servers.push((u.name.clone(), s.host().to_string()));
+            } else if access::is_address(&s.address) || s.address.starts_with("unix:") {
+                options.peers.push((u.name.clone(), s.address.clone()));
+            }
+        }
+        let longest = u.servers.iter().map(|s| s.fail_timeout_ms).max();
+        if let (None, Some(ms)) = (cli.fail_timeout_ms, longest) {
+            options
+                .fail_timeouts
+                .insert(u.name.clone(), i64::try_from(ms).unwrap_or(i64::MAX));
+        }
+    }
+    options.servers.sort();
+    options.servers.dedup();
+    for p in conf.proxies.iter().filter(|p| p.module == Module::Http) {
+        if conf.upstream(Module::Http, &p.upstream).is_none() {
+            continue;
+        }
+        let location = p.location.as_deref().unwrap_or("/");
+        let mut words = location.split_whitespace();
+        let (exact, path) = match (words.next(), words.next()) {
+            (Some("="), Some(path)) => (true, path),
+            (Some("^~"), Some(path)) => (false, path),
+            (Some(path), None) if !path.starts_with('@') => (false, path),
+            // Regular expressions and named locations: not followed.
+            _ => continue,
+        };
+        options.routes.push(Route {
+            exact,
+            path: path.to_string(),
+            upstream: p.upstream.clone(),
+        });
+    }
+    // The configured access logs, and whether their formats will do.
+    let mut usable: BTreeMap<PathBuf, String> = BTreeMap::new();
+    for log in &conf.access_logs {
+        if !is_file_path(&log.path) {
+            notes.push(format!(
+                "access log {} is not a file this tool can read; left out",
+                log.path.display()
+            ));
+            continue;
+        }
+        let Some(format) = &log.format else {
+            notes.push(format!(
+                "access log {}: log_format {} is not in the configuration; left out",
+                log.path.display(),
+                log.format_name
+            ));
+            continue;
+        };
+        match AccessParser::new(format) {
+            Ok(_) => {
+                usable.insert(log.path.clone(), format.clone());
+            }
+            Err(e) => notes.push(fix_for(log, format, &e)),
+        }
+    }
+    if cli.access_logs.is_empty() {
+        for (path, format) in &usable {
+            if path.is_file() {
+                access.push(AccessFile {
+                    path: path.clone(),
+                    format: format.clone(),
+                });
+            } else {
+                notes.push(format!(
+                    "access log {} of the configuration is not here: run the tool where nginx \
+                     writes it, or give --access-log",
+                    path.display()
+                ));
+            }
+        }
+    } else {
+        let formats: Vec<&String> = {
+            let mut f: Vec<&String> = usable.values().collect();
+            f.sort();
+            f.dedup();
+            f
+        };
+        for p in &cli.access_logs {
+            let format = match &cli.log_format {
+                Some(f) => f.clone(),
+                None => match usable.get(p) {
+                    Some(f) => f.clone(),
+                    None if formats.len() == 1 => formats[0].clone(),
+                    None => {
+                        return Err(usage(format!(
+                            "--access-log {}: not an access_log of the configuration, whose \
+                             usable access logs have {} formats: give --log-format",
+                            p.display(),
+                            formats.len()
+                        )))
+                    }
+                },
+            };
+            access.push(AccessFile {
+                path: p.clone(),
+                format,
+            });
+        }
+    }
+    if errors.is_empty() {
+        for p in conf.error_logs.iter().filter(|p| is_file_path(p)) {
+            if p.is_file() {
+                errors.push(p.clone());
+            } else {
+                notes.push(format!(
+                    "error log {} of the configuration is not here; give --error-log",
+                    p.display()
+                ));
+            }
+        }
+    }
+    if access.is_empty() {
+        let mut message = String::from(
+            "no access log to read: the configuration's access logs cannot be used, and none \
+             was given with --access-log",
+        );
+        for n in &notes {
+            message.push_str("\n  ");
+            message.push_str(n);
+        }
+        return Err(PlanError {
+            status: cli::EXIT_NO_ACCESS_LOG,
+            message,
+        });
+    }
+    Ok(Plan {
+        access,
+        errors,
+        options,
+        notes,
+    })
+}
