@@ -57,9 +57,11 @@ EXIT STATUS:
   0  the analysis ran, whatever it found (also no 502/504 at all)
   1  a log could not be read (missing file, truncated or corrupt gzip)
   2  bad arguments
-  3  access logs were read, but no line matched --log-format
-  4  no access log was read: only error logs given, or every access log empty
-With 3 and 4 the report is still printed, and stderr says what is wrong.";
+  3  access logs were read, but no line matched their format
+  4  no access log was read: only error logs given, every access log empty, or
+     none of --nginx-conf's access logs usable (then no report, only the reason)
+With 3 and 4 (but for --nginx-conf's) the report is still printed, and stderr
+says what is wrong.";
 
 /// The arguments as clap reads them; [`parse_args`] checks them into a
 /// [`Cli`].
@@ -398,7 +400,7 @@ mod tests {
                 "[default: 2000]",
                 "generation-first",
                 "EXIT STATUS",
-                "3  access logs were read, but no line matched --log-format",
+                "3  access logs were read, but no line matched their format",
                 "-V, --version",
             ] {
                 assert!(text.contains(wanted), "{wanted}: {text}");

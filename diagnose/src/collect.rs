@@ -40,9 +40,12 @@ pub struct Options {
     /// `(upstream, ADDRESS)` pairs: `upstream` has `server ADDRESS` (from
     /// the configuration), so the address is its peer.
     pub peers: Vec<(String, String)>,
-    /// Which upstream a request's location proxies to (from the
-    /// configuration).
-    pub routes: Vec<Route>,
+    /// The http locations of each `server` block of the configuration:
+    /// which upstream a request's location proxies to (see [`route_of`]).
+    pub routes: Vec<Vec<Route>>,
+    /// `(upstream, NAME)` pairs from the configuration: like `servers`,
+    /// but an upstream the logs never name is not made one of theirs.
+    pub conf_servers: Vec<(String, String)>,
     /// Per upstream, its `fail_timeout` in milliseconds where the
     /// configuration gives one (the longest of its servers'), else
     /// [`Options::fail_timeout_ms`].
@@ -59,51 +62,58 @@ impl Default for Options {
             peers: Vec::new(),
             fail_timeouts: BTreeMap::new(),
             routes: Vec::new(),
+            conf_servers: Vec::new(),
         }
     }
 }
 
-/// An http `location` that proxies to an upstream: `location = PATH`
-/// (exact) or a prefix location (`location PATH`, `location ^~ PATH`).
+/// An http `location` of one `server` block: its modifier (`""`, `=`,
+/// `^~`, `~`, `~*`, `@`), its path, and the upstream it proxies to (`None`
+/// for anything else: files, fastcgi, a `proxy_pass` to an address).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
-    pub exact: bool,
+    pub modifier: String,
     pub path: String,
-    pub upstream: String,
+    pub upstream: Option<String>,
 }
 
-/// The upstream whose location takes the request line `request` (`GET
-/// /path HTTP/1.1`) the way nginx picks among exact and prefix locations:
-/// an exact match, else the longest prefix. `None` when no route matches,
-/// or the best match is shared by routes to different upstreams (several
-/// `server`s with the same location).
-pub fn route_of<'a>(routes: &'a [Route], request: &str) -> Option<&'a str> {
+/// The upstream a request line (`GET /path HTTP/1.1`) went to, as far as
+/// the locations of every `server` block (`servers`) tell without knowing
+/// its host: in each block, the exact location, else the longest prefix;
+/// a block with regular-expression locations answers only when that prefix
+/// is `^~` (else a regex may take the request). A block where no location
+/// matches says nothing. `None` unless every block that answers names the
+/// same upstream.
+pub fn route_of<'a>(servers: &'a [Vec<Route>], request: &str) -> Option<&'a str> {
     let uri = request.split(' ').nth(1)?;
     let path = uri.split('?').next().unwrap_or(uri);
-    let best = |exact: bool| -> Option<Option<&'a str>> {
-        let mut found: Option<(usize, &'a str)> = None;
-        let mut ambiguous = false;
-        for r in routes.iter().filter(|r| r.exact == exact) {
-            let hit = if exact {
-                r.path == path
-            } else {
-                path.starts_with(&r.path)
-            };
-            if !hit {
-                continue;
-            }
-            match found {
-                Some((len, u)) if len == r.path.len() => ambiguous |= u != r.upstream,
-                Some((len, _)) if len > r.path.len() => {}
-                _ => {
-                    found = Some((r.path.len(), &r.upstream));
-                    ambiguous = false;
+    let mut answer: Option<&'a str> = None;
+    for routes in servers {
+        let chosen = match routes.iter().find(|r| r.modifier == "=" && r.path == path) {
+            Some(r) => Some(r),
+            None => {
+                let best = routes
+                    .iter()
+                    .filter(|r| {
+                        (r.modifier.is_empty() || r.modifier == "^~") && path.starts_with(&r.path)
+                    })
+                    .max_by_key(|r| r.path.len());
+                let regex = routes.iter().any(|r| r.modifier.starts_with('~'));
+                match best {
+                    Some(b) if b.modifier == "^~" || !regex => Some(b),
+                    None if !regex => None,
+                    _ => return None,
                 }
             }
+        };
+        let Some(r) = chosen else { continue };
+        let u = r.upstream.as_deref()?;
+        if answer.is_some_and(|a| a != u) {
+            return None;
         }
-        found.map(|(_, u)| (!ambiguous).then_some(u))
-    };
-    best(true).or_else(|| best(false)).flatten()
+        answer = Some(u);
+    }
+    answer
 }
 
 /// Which log a file is.
@@ -740,6 +750,47 @@ fn learn_offset(data: &Collected) -> Option<(i32, usize, usize)> {
 
 #[cfg(test)]
 mod tests {
+    use super::{route_of, Route};
+
+    fn route(modifier: &str, path: &str, upstream: Option<&str>) -> Route {
+        Route {
+            modifier: modifier.into(),
+            path: path.into(),
+            upstream: upstream.map(String::from),
+        }
+    }
+
+    #[test]
+    fn routes_follow_nginxs_location_choice_or_say_nothing() {
+        let one = vec![vec![
+            route("", "/", Some("web")),
+            route("", "/api/", Some("api")),
+            route("=", "/api/health", Some("health")),
+            route("", "/static/", None),
+        ]];
+        let at = |servers: &[Vec<Route>], uri: &str| {
+            route_of(servers, &format!("GET {uri} HTTP/1.1")).map(String::from)
+        };
+        assert_eq!(at(&one, "/api/v1?x=1").as_deref(), Some("api"));
+        assert_eq!(at(&one, "/api/health").as_deref(), Some("health"));
+        assert_eq!(at(&one, "/index.html").as_deref(), Some("web"));
+        // Files, not an upstream: the longest prefix wins, and says none.
+        assert_eq!(at(&one, "/static/a.css"), None);
+        // A regular expression may take what a plain prefix matches...
+        let mut regex = one.clone();
+        regex[0].push(route("~", "\\.php$", Some("php")));
+        assert_eq!(at(&regex, "/api/v1"), None);
+        // ...but not what `^~` or `=` takes.
+        regex[0].push(route("^~", "/api/v2/", Some("api2")));
+        assert_eq!(at(&regex, "/api/v2/x").as_deref(), Some("api2"));
+        assert_eq!(at(&regex, "/api/health").as_deref(), Some("health"));
+        // Two servers (the host is unknown): they must agree.
+        let two = vec![one[0].clone(), vec![route("", "/api/", Some("other"))]];
+        assert_eq!(at(&two, "/api/v1"), None);
+        assert_eq!(at(&two, "/index.html").as_deref(), Some("web"));
+        assert_eq!(route_of(&one, "garbage"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -281,7 +281,7 @@ pub fn shortfall(data: &Collected) -> Option<(i32, String)> {
     Some((
         cli::EXIT_NO_MATCH,
         format!(
-            "none of the {lines} access-log lines matched --log-format '{format}': is it the \
+            "none of the {lines} access-log lines matched their log_format '{format}': is it the \
              log_format the log was written with? The first line that did not ({} line \
              {n}): {line}",
             f.name

@@ -79,6 +79,17 @@ pub struct Proxy {
     pub location: Option<String>,
 }
 
+/// An http `location`, whatever it does: its `server` block (an index,
+/// in order), its modifier (`""`, `=`, `^~`, `~`, `~*`, `@`) and path, and
+/// the host its `proxy_pass` names (an upstream's name, or an address).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub server: usize,
+    pub modifier: String,
+    pub path: String,
+    pub proxy_pass: Option<String>,
+}
+
 /// What the configuration says.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NginxConf {
@@ -86,6 +97,10 @@ pub struct NginxConf {
     pub access_logs: Vec<AccessLog>,
     pub error_logs: Vec<PathBuf>,
     pub proxies: Vec<Proxy>,
+    /// Every http location (see [`Location`]).
+    pub locations: Vec<Location>,
+    /// How many http `server` blocks there are.
+    pub http_servers: usize,
 }
 
 impl NginxConf {
@@ -142,8 +157,27 @@ impl NginxConf {
                 }
                 ("server", Some(b)) | ("location", Some(b)) | ("if", Some(b)) => {
                     let mut inner = ctx.clone();
+                    if d.name == "server" && module == Some(Module::Http) {
+                        inner.server = Some(self.http_servers);
+                        self.http_servers += 1;
+                    }
                     if d.name == "location" {
                         inner.location = Some(d.args.join(" "));
+                        if let (Some(server), Some(Module::Http)) = (ctx.server, module) {
+                            let (modifier, path) = match d.args.as_slice() {
+                                [m, p] => (m.clone(), p.clone()),
+                                [p] if p.starts_with('@') => ("@".to_string(), p.clone()),
+                                [p] => (String::new(), p.clone()),
+                                _ => (String::from("?"), String::new()),
+                            };
+                            inner.location_index = Some(self.locations.len());
+                            self.locations.push(Location {
+                                server,
+                                modifier,
+                                path,
+                                proxy_pass: None,
+                            });
+                        }
                     }
                     self.walk(b, module, &inner);
                 }
@@ -155,6 +189,10 @@ impl NginxConf {
                             .or_else(|| target.strip_prefix("https://"))
                             .unwrap_or(target);
                         let name = name.split(['/', ':']).next().unwrap_or(name);
+                        if let Some(l) = ctx.location_index.and_then(|i| self.locations.get_mut(i))
+                        {
+                            l.proxy_pass = Some(name.to_string());
+                        }
                         self.proxies.push(Proxy {
                             module: m,
                             upstream: name.to_string(),
@@ -206,6 +244,10 @@ struct Context {
     formats: BTreeMap<String, String>,
     server_names: Vec<String>,
     location: Option<String>,
+    /// The http `server` block (index) and the innermost location (index
+    /// into `NginxConf::locations`).
+    server: Option<usize>,
+    location_index: Option<usize>,
 }
 
 fn upstream(name: &str, module: Module, items: &[Directive]) -> Upstream {
@@ -629,6 +671,13 @@ server {
         );
         assert_eq!(to("wipe")[0].1.as_deref(), Some("= /old"));
         assert_eq!(to("db").len(), 1);
+        let old = c.locations.iter().find(|l| l.path == "/old").unwrap();
+        assert_eq!(
+            (old.modifier.as_str(), old.proxy_pass.as_deref()),
+            ("=", Some("wipe"))
+        );
+        let api = c.locations.iter().find(|l| l.path == "/api/").unwrap();
+        assert_eq!((api.modifier.as_str(), api.server), ("", old.server));
     }
 
     #[test]

@@ -99,6 +99,57 @@ fn fix_for(log: &AccessLog, format: &str, e: &FormatError) -> String {
     )
 }
 
+/// A static `server` address as `$upstream_addr` logs it: with its port
+/// (http's default 80 added), or `unix:...`; `None` for a host name
+/// (resolved once at start, to addresses the configuration does not show).
+fn logged_address(module: Module, address: &str) -> Option<String> {
+    if address.starts_with("unix:") || access::is_address(address) {
+        return Some(address.to_string());
+    }
+    let bare = address.trim_start_matches('[').trim_end_matches(']');
+    match (module, bare.parse::<std::net::IpAddr>()) {
+        (Module::Http, Ok(std::net::IpAddr::V4(ip))) => Some(format!("{ip}:80")),
+        (Module::Http, Ok(std::net::IpAddr::V6(ip))) => Some(format!("[{ip}]:80")),
+        _ => None,
+    }
+}
+
+/// The note for a configured log that is not on this machine.
+fn missing_log(kind: &str, path: &Path) -> String {
+    if path.is_relative() {
+        format!(
+            "{kind} log {} of the configuration is relative to nginx's prefix (`nginx -V` shows \
+             --prefix): give --{kind}-log with its full path",
+            path.display()
+        )
+    } else {
+        format!(
+            "{kind} log {} of the configuration is not here (is this the machine nginx runs \
+             on?): give --{kind}-log",
+            path.display()
+        )
+    }
+}
+
+/// What `logs` holds for the log `given` on the command line: the same
+/// path, or a rotation of it (`access.log.1`, `access.log.2.gz`), also
+/// when one is spelt relative and the other absolute.
+fn configured<'a>(logs: &'a BTreeMap<PathBuf, String>, given: &Path) -> Option<&'a String> {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let given = absolute(given);
+    let given = given.to_string_lossy();
+    logs.iter().find_map(|(p, v)| {
+        let p = absolute(p);
+        let p = p.to_string_lossy();
+        let rotated = given
+            .strip_prefix(p.as_ref())
+            .and_then(|rest| rest.strip_prefix('.'))
+            .and_then(|rest| rest.split('.').next())
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        (given == p || rotated).then_some(v)
+    })
+}
+
 /// Whether a configured log path names a file this tool can read (not
 /// `syslog:`, `memory:`, `stderr`, nor a path built from variables).
 fn is_file_path(p: &Path) -> bool {
@@ -117,6 +168,13 @@ pub fn plan(cli: &Cli) -> Result<Plan, Box<dyn std::error::Error>> {
                 text.push(b'\n');
             })?;
             let text = String::from_utf8_lossy(&text);
+            if text.trim().is_empty() {
+                return Err(Box::new(usage(format!(
+                    "--nginx-conf {}: empty: no configuration was read (did `nginx -T` fail? \
+                     it needs the rights to read every file)",
+                    input::display_name(p)
+                ))));
+            }
             let dir = p.parent().unwrap_or(Path::new("."));
             let conf = NginxConf::parse(&text, dir)
                 .map_err(|e| usage(format!("--nginx-conf {}: {e}", input::display_name(p))))?;
@@ -157,9 +215,11 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
     for u in &conf.upstreams {
         for s in &u.servers {
             if s.resolve {
-                options.servers.push((u.name.clone(), s.host().to_string()));
-            } else if access::is_address(&s.address) || s.address.starts_with("unix:") {
-                options.peers.push((u.name.clone(), s.address.clone()));
+                options
+                    .conf_servers
+                    .push((u.name.clone(), s.host().to_string()));
+            } else if let Some(addr) = logged_address(u.module, &s.address) {
+                options.peers.push((u.name.clone(), addr));
             }
         }
         let longest = u.servers.iter().map(|s| s.fail_timeout_ms).max();
@@ -169,29 +229,28 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
                 .insert(u.name.clone(), i64::try_from(ms).unwrap_or(i64::MAX));
         }
     }
-    options.servers.sort();
-    options.servers.dedup();
-    for p in conf.proxies.iter().filter(|p| p.module == Module::Http) {
-        if conf.upstream(Module::Http, &p.upstream).is_none() {
-            continue;
+    options.conf_servers.sort();
+    options.conf_servers.dedup();
+    let mut routes = vec![Vec::new(); conf.http_servers];
+    for l in &conf.locations {
+        let upstream = l
+            .proxy_pass
+            .as_ref()
+            .filter(|u| conf.upstream(Module::Http, u).is_some())
+            .cloned();
+        if let Some(server) = routes.get_mut(l.server) {
+            server.push(Route {
+                modifier: l.modifier.clone(),
+                path: l.path.clone(),
+                upstream,
+            });
         }
-        let location = p.location.as_deref().unwrap_or("/");
-        let mut words = location.split_whitespace();
-        let (exact, path) = match (words.next(), words.next()) {
-            (Some("="), Some(path)) => (true, path),
-            (Some("^~"), Some(path)) => (false, path),
-            (Some(path), None) if !path.starts_with('@') => (false, path),
-            // Regular expressions and named locations: not followed.
-            _ => continue,
-        };
-        options.routes.push(Route {
-            exact,
-            path: path.to_string(),
-            upstream: p.upstream.clone(),
-        });
     }
-    // The configured access logs, and whether their formats will do.
+    options.routes = routes;
+    // The configured access logs, and whether their formats will do
+    // (`--log-format` given beside the configuration is taken for all).
     let mut usable: BTreeMap<PathBuf, String> = BTreeMap::new();
+    let mut unusable: BTreeMap<PathBuf, String> = BTreeMap::new();
     for log in &conf.access_logs {
         if !is_file_path(&log.path) {
             notes.push(format!(
@@ -200,9 +259,10 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
             ));
             continue;
         }
-        let Some(format) = &log.format else {
+        let Some(format) = cli.log_format.as_ref().or(log.format.as_ref()) else {
             notes.push(format!(
-                "access log {}: log_format {} is not in the configuration; left out",
+                "access log {}: log_format {} is not in the configuration; left out (give \
+                 --log-format)",
                 log.path.display(),
                 log.format_name
             ));
@@ -212,7 +272,11 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
             Ok(_) => {
                 usable.insert(log.path.clone(), format.clone());
             }
-            Err(e) => notes.push(fix_for(log, format, &e)),
+            Err(e) => {
+                let fix = fix_for(log, format, &e);
+                unusable.insert(log.path.clone(), fix.clone());
+                notes.push(fix);
+            }
         }
     }
     if cli.access_logs.is_empty() {
@@ -223,11 +287,7 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
                     format: format.clone(),
                 });
             } else {
-                notes.push(format!(
-                    "access log {} of the configuration is not here: run the tool where nginx \
-                     writes it, or give --access-log",
-                    path.display()
-                ));
+                notes.push(missing_log("access", path));
             }
         }
     } else {
@@ -240,16 +300,21 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
         for p in &cli.access_logs {
             let format = match &cli.log_format {
                 Some(f) => f.clone(),
-                None => match usable.get(p) {
+                None => match configured(&usable, p) {
                     Some(f) => f.clone(),
-                    None if formats.len() == 1 => formats[0].clone(),
                     None => {
-                        return Err(usage(format!(
-                            "--access-log {}: not an access_log of the configuration, whose \
-                             usable access logs have {} formats: give --log-format",
-                            p.display(),
-                            formats.len()
-                        )))
+                        if let Some(fix) = configured(&unusable, p) {
+                            return Err(usage(format!("--access-log {}: {fix}", p.display())));
+                        }
+                        if formats.len() != 1 {
+                            return Err(usage(format!(
+                                "--access-log {}: not an access_log of the configuration, whose \
+                                 usable access logs have {} formats: give --log-format",
+                                p.display(),
+                                formats.len()
+                            )));
+                        }
+                        formats[0].clone()
                     }
                 },
             };
@@ -264,10 +329,7 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
             if p.is_file() {
                 errors.push(p.clone());
             } else {
-                notes.push(format!(
-                    "error log {} of the configuration is not here; give --error-log",
-                    p.display()
-                ));
+                notes.push(missing_log("error", p));
             }
         }
     }

@@ -166,7 +166,7 @@ fn notes(analysis: &Analysis) -> Vec<String> {
         );
     } else if data.access_entries == 0 {
         notes.push(
-            "no access line matched --log-format: is it the format the log was written with?"
+            "no access line matched its log_format: is it the format the log was written with?"
                 .into(),
         );
     }

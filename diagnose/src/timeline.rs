@@ -72,6 +72,9 @@ pub struct Timeline {
     /// address that ended a request after a change may have been selected
     /// long before it; this record says when the list surely held it.
     selected: BTreeMap<i64, Vec<Seen>>,
+    /// Addresses the configuration (or a request's route) gives an
+    /// upstream, joined to its universe once the logs name it.
+    configured: BTreeMap<String, BTreeSet<u32>>,
     universes: BTreeMap<String, BTreeSet<u32>>,
     every_address: BTreeSet<u32>,
     names: BTreeSet<String>,
@@ -168,6 +171,8 @@ impl Timeline {
         if group_hops.iter().any(|h| matches!(h, Hop::Name(_))) {
             return;
         }
+        // The logs name the upstream through this request.
+        self.note_name(name);
         for hop in group_hops {
             if let Hop::Addr(a) = hop {
                 self.own(name, a);
@@ -177,13 +182,16 @@ impl Timeline {
 
     /// Notes that `addr` is a peer of upstream `name` (a `server ADDRESS`
     /// line of the configuration): it joins the upstream's universe.
+    /// It counts only once the logs name the upstream, or show one of its
+    /// addresses (see [`Timeline::seal`]): a configured upstream the logs
+    /// never mention is not one of theirs.
     pub fn own(&mut self, name: &str, addr: &str) {
-        self.note_name(name);
         let id = self.intern(addr);
-        self.every_address.insert(id);
-        if let Some(u) = self.universes.get_mut(name) {
-            self.sealed &= !u.insert(id);
-        }
+        self.sealed &= !self
+            .configured
+            .entry(name.to_string())
+            .or_default()
+            .insert(id);
     }
 
     /// Notes an upstream name (from a hop or an error line's `upstream:`).
@@ -198,6 +206,22 @@ impl Timeline {
     /// Works out who each address serves for; queries call it when the
     /// timeline changed since.
     pub fn seal(&mut self) {
+        // A configured upstream one of whose addresses the logs show is
+        // named by them.
+        let shown: Vec<String> = self
+            .configured
+            .iter()
+            .filter(|(n, ids)| !self.names.contains(*n) && !ids.is_disjoint(&self.every_address))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in shown {
+            self.note_name(&n);
+        }
+        for (name, ids) in &self.configured {
+            if let Some(u) = self.universes.get_mut(name) {
+                u.extend(ids.iter().copied());
+            }
+        }
         self.name_list = self.names.iter().cloned().collect();
         let single = self.name_list.len() == 1;
         self.owners = (0..self.addrs.len())

@@ -474,14 +474,17 @@ fn no_access_line_matching_the_format_exits_3() {
     assert_eq!(status, 3, "{err}");
     assert!(
         err.contains(&format!(
-            "none of the 10 access-log lines matched --log-format '{wrong}'"
+            "none of the 10 access-log lines matched their log_format '{wrong}'"
         )),
         "{err}"
     );
     let first = &scenario().access[0];
     assert!(err.contains(&format!("({a1} line 1): {first}")), "{err}");
     // The report is still printed, with its note.
-    assert!(out.contains("no access line matched --log-format"), "{out}");
+    assert!(
+        out.contains("no access line matched its log_format"),
+        "{out}"
+    );
     // The binary exits with it too.
     let (status, _, err) = binary(&["--access-log", &a, "--log-format", wrong], Stdio::null());
     assert_eq!(status, 3, "{err}");

@@ -35,18 +35,22 @@ fn conf(dir: &Path, format: &str) -> String {
          \x20   log_format up '{format}';\n\
          \x20   access_log {d}/access.log up;\n\
          \x20   access_log {d}/plain.log;\n\
+         \x20   log_format bare '$msec $status \"$upstream_addr\"';\n\
+         \x20   access_log {d}/bare.log bare;\n\
          \x20   resolver 127.0.0.53 valid=2s;\n\
          \x20   upstream be {{ zone be 64k; server be.test:80 resolve; }}\n\
          \x20   upstream nx {{ zone nx 64k; server nx.test:80 resolve; }}\n\
          \x20   upstream wipe {{ server {WIPE_1} max_fails=1 fail_timeout=30s; \
          server {WIPE_2} max_fails=1 fail_timeout=30s; }}\n\
          \x20   upstream one {{ server {ONE}; }}\n\
+         \x20   upstream unused {{ server 127.0.0.9; server unused.test resolve; }}\n\
          \x20   server {{\n\
          \x20       listen 8080;\n\
          \x20       location /be/ {{ proxy_pass http://be; }}\n\
          \x20       location /nx/ {{ proxy_pass http://nx; }}\n\
          \x20       location /wipe/ {{ proxy_pass http://wipe; }}\n\
          \x20       location = /one {{ proxy_pass http://one; }}\n\
+         \x20       location /static/ {{ root /srv; }}\n\
          \x20   }}\n\
          }}\n"
     )
@@ -79,6 +83,21 @@ impl Logs {
              \"GET {uri} HTTP/1.1\", upstream: \"http://{up}{uri}\", host: \"example.com\"",
             error_time(ms)
         ));
+    }
+
+    /// A request to `upstream` refused at once: its 502 and its `no live
+    /// upstreams` line.
+    fn refused(&mut self, ms: i64, upstream: &str) {
+        let uri = format!("/{upstream}/{ms}");
+        let c = self.access(ms, 0, 502, upstream, &uri);
+        self.error(
+            ms,
+            "error",
+            c,
+            "no live upstreams while connecting to upstream",
+            &uri,
+            upstream,
+        );
     }
 
     fn raw(&mut self, ms: i64, level: &str, message: &str) {
@@ -125,16 +144,7 @@ fn scenario() -> Logs {
         );
     }
     for ms in (1_000..19_000).step_by(1_500) {
-        let uri = format!("/nx/{ms}");
-        let c = l.access(ms, 0, 502, "nx", &uri);
-        l.error(
-            ms,
-            "error",
-            c,
-            "no live upstreams while connecting to upstream",
-            &uri,
-            "nx",
-        );
+        l.refused(ms, "nx");
     }
     // wipe: both peers refuse at 900 ms and are disabled; then its
     // requests are refused at once, while nx's are too.
@@ -159,16 +169,7 @@ fn scenario() -> Logs {
         );
     }
     for ms in (1_100..19_000).step_by(1_500) {
-        let uri = format!("/wipe/{ms}");
-        let c = l.access(ms, 0, 502, "wipe", &uri);
-        l.error(
-            ms,
-            "error",
-            c,
-            "no live upstreams while connecting to upstream",
-            &uri,
-            "wipe",
-        );
+        l.refused(ms, "wipe");
     }
     // one: a refusing static peer, one attempt each.
     for ms in (1_200..19_000).step_by(3_000) {
@@ -192,6 +193,7 @@ fn write(dir: &Path, format: &str) -> String {
     fs::write(dir.join("access.log"), l.access.join("\n") + "\n").expect("access.log");
     fs::write(dir.join("error.log"), l.error.join("\n") + "\n").expect("error.log");
     fs::write(dir.join("plain.log"), "").expect("plain.log");
+    fs::write(dir.join("bare.log"), "").expect("bare.log");
     let conf_path = dir.join("nginx-T.txt");
     fs::write(&conf_path, conf(dir, format)).expect("conf");
     conf_path.display().to_string()
@@ -237,8 +239,8 @@ fn the_configuration_alone_places_each_upstreams_failures_on_its_own_evidence() 
     };
     assert_eq!(got["be"], want(&[("generation-retry", 3)]), "{reasons:#?}");
     assert_eq!(got["nx"], want(&[("empty", 12)]), "{reasons:#?}");
-    // Its two first attempts: the peers themselves failed. The routes
-    // (`location /wipe/`) tell whose they are.
+    // Its two first attempts: the peers themselves failed (the
+    // configuration's `upstream wipe` says whose they are).
     assert_eq!(
         got["wipe"],
         want(&[("other", 2), ("unavailable", 12)]),
@@ -299,7 +301,8 @@ fn without_the_configuration_no_other_upstreams_peer_is_evidence() {
         "--json",
     ]);
     assert_eq!(status, 0, "{err}");
-    let (_, reasons) = by_upstream(&out);
+    let (got, reasons) = by_upstream(&out);
+    assert_eq!(got["nx"].values().sum::<usize>(), 12, "{got:#?}");
     for (u, reason) in reasons.iter().filter(|(u, _)| u == "nx") {
         assert!(!reason.contains("127.0.0."), "{u}: {reason}");
     }
@@ -327,15 +330,104 @@ fn an_unusable_configuration_says_what_to_add() {
     let dir = scratch("nginx-conf-unusable");
     let combined = generation_retry_diagnose::nginxconf::COMBINED;
     let conf = write(&dir, combined);
+    // The other format's log is not on this machine.
+    fs::remove_file(dir.join("bare.log")).expect("bare.log");
     let (status, _out, err) = cli(&["--nginx-conf", &conf]);
     assert_eq!(status, 4, "{err}");
     assert!(err.contains("access log"), "{err}");
     assert!(err.contains("log_format up"), "{err}");
     assert!(err.contains("access_log"), "{err}");
+    assert!(
+        err.contains("bare.log of the configuration is not here"),
+        "{err}"
+    );
     let dir2 = scratch("nginx-conf-named");
     let conf2 = write(&dir2, FORMAT);
     let access = dir2.join("access.log").display().to_string();
     let (status, out, err) = cli(&["--nginx-conf", &conf2, "--access-log", &access]);
     assert_eq!(status, 0, "{err}");
     assert!(out.contains("generation race"), "{out}");
+}
+
+/// Flags beside the configuration win: `--log-format` alone reads every
+/// configured access log with it; `--access-log` of a rotated file takes
+/// the format the configuration gives the log it rotates (two usable
+/// formats here), and a log the configuration does not know needs
+/// `--log-format`.
+#[test]
+fn flags_beside_the_configuration_win() {
+    let dir = scratch("nginx-conf-flags-win");
+    let combined = generation_retry_diagnose::nginxconf::COMBINED;
+    let conf = write(&dir, combined);
+    let (status, out, err) = cli(&["--nginx-conf", &conf, "--log-format", FORMAT, "--json"]);
+    assert_eq!(status, 0, "{err}");
+    let (got, _) = by_upstream(&out);
+    assert_eq!(got["be"].get("generation-retry"), Some(&3), "{got:#?}");
+
+    let dir = scratch("nginx-conf-rotated");
+    let conf = write(&dir, FORMAT);
+    let rotated = dir.join("access.log.1");
+    fs::rename(dir.join("access.log"), &rotated).expect("rotate");
+    let rotated = rotated.display().to_string();
+    let (status, out, err) = cli(&["--nginx-conf", &conf, "--access-log", &rotated, "--json"]);
+    assert_eq!(status, 0, "{err}");
+    let (got, _) = by_upstream(&out);
+    assert_eq!(got["nx"].get("empty"), Some(&12), "{got:#?}");
+    let elsewhere = dir.join("copied.log");
+    fs::copy(&rotated, &elsewhere).expect("copy");
+    let (status, _, err) = cli(&[
+        "--nginx-conf",
+        &conf,
+        "--access-log",
+        &elsewhere.display().to_string(),
+    ]);
+    assert_eq!(status, 2, "{err}");
+    assert!(err.contains("give --log-format"), "{err}");
+}
+
+/// Logs of one upstream read with a configuration of many: the upstreams
+/// the logs never name do not count, so the one upstream's addresses are
+/// all its own, as without the configuration. Here its refusals are read
+/// on the disabled line of a peer no access line shows, with a format
+/// that has no `$request` (no route can tell whose it is).
+#[test]
+fn upstreams_only_the_configuration_names_do_not_count() {
+    let dir = scratch("nginx-conf-one-upstream");
+    let format = r#"$msec $status "$upstream_addr" $request_time $connection"#;
+    let mut access = Vec::new();
+    for ms in (0..5_000).step_by(50) {
+        access.push(format!("{} 200 \"{BE_A}\" 0.003 {}", msec(ms), 100 + ms));
+    }
+    let mut error = vec![format!(
+        "{} [warn] 11#11: *9 upstream server temporarily disabled while connecting to \
+         upstream, client: 10.9.9.9, server: , request: \"GET /be/x HTTP/1.1\", upstream: \
+         \"http://{BE_B}/be/x\", host: \"example.com\"",
+        error_time(5_000)
+    )];
+    for k in 0..5 {
+        let ms = 5_100 + k * 100;
+        access.push(format!("{} 502 \"be\" 0.000 {}", msec(ms), 9_000 + k));
+        error.push(format!(
+            "{} [error] 11#11: *{} no live upstreams while connecting to upstream, client: \
+             10.9.9.9, server: , request: \"GET /be/{k} HTTP/1.1\", upstream: \"http://be/be/{k}\", \
+             host: \"example.com\"",
+            error_time(ms),
+            9_000 + k
+        ));
+    }
+    fs::write(dir.join("access.log"), access.join("\n") + "\n").expect("access.log");
+    fs::write(dir.join("error.log"), error.join("\n") + "\n").expect("error.log");
+    fs::write(dir.join("plain.log"), "").expect("plain.log");
+    fs::write(dir.join("bare.log"), "").expect("bare.log");
+    let conf_path = dir.join("nginx-T.txt");
+    fs::write(&conf_path, conf(&dir, format)).expect("conf");
+    let (status, out, err) = cli(&["--nginx-conf", &conf_path.display().to_string(), "--json"]);
+    assert_eq!(status, 0, "{err}");
+    let (got, reasons) = by_upstream(&out);
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert_eq!(got["be"].get("unavailable"), Some(&5), "{reasons:#?}");
+    assert!(
+        reasons.iter().all(|(_, r)| r.contains(BE_B)),
+        "decided on be's disabled peer: {reasons:#?}"
+    );
 }

@@ -97,7 +97,9 @@ fn xtask(args: &[&str], url: &str, cache: &Path) -> Run {
         .env("CARGO_TARGET_DIR", workspace().join("target/install-test"))
         .env(
             "GENERATION_RETRY_MODULE_TARGET_DIR",
-            workspace().join("target/module-cargo"),
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| workspace().join("target"), PathBuf::from)
+                .join("module-cargo"),
         )
         .env("GENERATION_RETRY_NGINX_URL", url)
         .env("GENERATION_RETRY_CACHE", cache)

@@ -126,10 +126,15 @@ pub fn run_tests(cmd: &mut Command, total: &mut TestTotals) -> Result {
     // for the end of the output to come.
     cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
     let before = total.passed;
-    for line in BufReader::new(reader).lines() {
-        let line = line.map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(reader);
+    let mut bytes = Vec::new();
+    // Read to the end whatever the bytes (a test may print any), then wait.
+    while reader.read_until(b'\n', &mut bytes).is_ok_and(|n| n > 0) {
+        let line = String::from_utf8_lossy(&bytes);
+        let line = line.trim_end_matches(['\n', '\r']);
         println!("{line}");
-        total.add(&line);
+        total.add(line);
+        bytes.clear();
     }
     let status = child.wait().map_err(|e| e.to_string())?;
     if !status.success() {
@@ -155,8 +160,14 @@ pub struct TestTotals {
 impl TestTotals {
     /// Adds libtest's `test result: ok. 6 passed; 0 failed; 1 ignored; ...`.
     pub fn add(&mut self, line: &str) {
-        if let Some(what) = line.trim_start().strip_prefix("Running ") {
-            // `Running tests/zone.rs (target/debug/deps/zone-...)`.
+        // cargo's own lines, indented: `     Running tests/zone.rs
+        // (target/debug/deps/zone-...)`, `   Doc-tests name`.
+        let cargo_says = |verb: &str| {
+            line.strip_prefix(' ')
+                .map(str::trim_start)
+                .and_then(|l| l.strip_prefix(verb))
+        };
+        if let Some(what) = cargo_says("Running ").or_else(|| cargo_says("Doc-tests ")) {
             let what = what.split(" (").next().unwrap_or(what);
             self.running = Some(what.to_string());
             return;
@@ -194,6 +205,7 @@ mod tests {
     #[test]
     fn sums_libtest_result_lines() {
         let mut t = TestTotals::default();
+        t.add("Running is what a test may print too");
         t.add("     Running tests/zone.rs (target/debug/deps/zone-184bfea183b3b006)");
         t.add("test result: ok. 6 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 12.50s");
         t.add("test result: FAILED. 1 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out");

@@ -237,6 +237,7 @@ pub fn classify(data: &Collected) -> Vec<Incident> {
 /// learnt from `$upstream_addr` names and `no live upstreams` lines), and
 /// those `--upstream-server` ties it to.
 pub fn resolver_upstreams<'a>(data: &'a Collected, name: &str) -> BTreeSet<&'a str> {
+    let names = data.timeline.names();
     let mut out: BTreeSet<&'a str> = data
         .options
         .servers
@@ -244,11 +245,18 @@ pub fn resolver_upstreams<'a>(data: &'a Collected, name: &str) -> BTreeSet<&'a s
         .filter(|(_, n)| n == name)
         .map(|(u, _)| u.as_str())
         .collect();
+    // The configuration's, for the upstreams the logs name.
+    out.extend(
+        data.options
+            .conf_servers
+            .iter()
+            .filter(|(u, n)| n == name && names.contains(u))
+            .map(|(u, _)| u.as_str()),
+    );
     if let Some(u) = data.timeline.names().get(name) {
         out.insert(u.as_str());
     }
     // Logs of one upstream: its resolver lines are its own.
-    let names = data.timeline.names();
     if out.is_empty() && names.len() == 1 {
         out.extend(names.iter().map(String::as_str));
     }
