@@ -47,6 +47,7 @@ pub fn command(args: &[String]) -> Result {
                 })
             };
             let mut next = matrix.first().map(|v| spawn(v));
+            let mut debian = None;
             for (i, v) in matrix.iter().enumerate() {
                 let (built, build_s) = next
                     .take()
@@ -54,6 +55,14 @@ pub fn command(args: &[String]) -> Result {
                     .join()
                     .unwrap_or_else(|_| (Err(format!("building nginx {v} panicked")), 0.0));
                 next = matrix.get(i + 1).map(|v| spawn(v));
+                if next.is_none() {
+                    // The last version's tests overlap the Debian package.
+                    debian = Some(std::thread::spawn(|| {
+                        let started = Instant::now();
+                        let made = debian::package(&debian::Inputs::Pinned);
+                        (made, started.elapsed().as_secs_f64())
+                    }));
+                }
                 steps.push(test_step(
                     v,
                     built,
@@ -63,7 +72,21 @@ pub fn command(args: &[String]) -> Result {
                     Some(MATRIX_TESTS),
                 ));
             }
-            steps.push(debian::test_step(&debian::Inputs::Pinned, &extra));
+            let (made, build_s) = match debian.map(|t| t.join()) {
+                Some(Ok(done)) => done,
+                Some(Err(_)) => (Err("packaging for Debian panicked".to_string()), 0.0),
+                None => {
+                    let started = Instant::now();
+                    let made = debian::package(&debian::Inputs::Pinned);
+                    (made, started.elapsed().as_secs_f64())
+                }
+            };
+            steps.push(debian::test_made(
+                &debian::Inputs::Pinned,
+                made,
+                build_s,
+                &extra,
+            ));
         }
     }
     let mut total = TestTotals::default();
@@ -173,6 +196,8 @@ fn test_step(
             matrix_env(&mut cmd);
         }
         None => {
+            // With the diagnosis tool's own tests (parsers, rules, files,
+            // fuzzing, memory): they need no nginx, and run once.
             cmd.args([
                 "-p",
                 "generation-retry-core",
@@ -180,6 +205,8 @@ fn test_step(
                 "generation-retry-t",
                 "-p",
                 "xtask",
+                "-p",
+                "generation-retry-diagnose",
             ]);
             if !default {
                 // Every test binary but `external`, which tests the default
@@ -222,31 +249,6 @@ fn test_step(
     step.ok = result.is_ok();
     if let Err(e) = result {
         eprintln!("xtask: error: nginx {}: {e}", built.version);
-    }
-    if default && only.is_none() {
-        // The diagnosis tool's own tests (parsers, rules, files, fuzzing,
-        // memory), once: they need no nginx. In release, as operators run
-        // it, and for the fuzzing's sake.
-        let mut cmd = cargo();
-        cmd.args([
-            "test",
-            "--release",
-            "--no-fail-fast",
-            "-p",
-            "generation-retry-diagnose",
-        ]);
-        let filter: Vec<&String> = extra.iter().skip_while(|a| *a == "--").collect();
-        if !filter.is_empty() {
-            cmd.arg("--").args(filter);
-        }
-        match run_tests(&mut cmd, &mut step.totals) {
-            Err(e) if e == NO_TEST && !extra.is_empty() => {}
-            Err(e) => {
-                eprintln!("xtask: error: generation-retry-diagnose: {e}");
-                step.ok = false;
-            }
-            Ok(()) => {}
-        }
     }
     if default && extra.is_empty() && only.is_none() {
         // Memory safety: a few race scenarios with nginx under memcheck

@@ -108,9 +108,16 @@ pub fn command(args: &[String]) -> Result {
 
 /// Builds, packages and tests: one line of `nginx-test`'s table.
 pub fn test_step(inputs: &Inputs, extra: &[String]) -> Step {
-    let mut step = Step::new(format!("debian ({})", inputs.label()));
     let started = Instant::now();
-    let made = match package(inputs) {
+    let made = package(inputs);
+    test_made(inputs, made, started.elapsed().as_secs_f64(), extra)
+}
+
+/// The tests of what [`package`] made (in `build_s` seconds), e.g. on
+/// another thread while the matrix's last version was tested.
+pub fn test_made(inputs: &Inputs, made: Result<Made>, build_s: f64, extra: &[String]) -> Step {
+    let mut step = Step::new(format!("debian ({})", inputs.label()));
+    let made = match made {
         Ok(m) => m,
         Err(e) => {
             eprintln!("xtask: error: debian: {e}");
@@ -118,7 +125,7 @@ pub fn test_step(inputs: &Inputs, extra: &[String]) -> Step {
         }
     };
     step.what = format!("debian nginx {}", made.nginx_version);
-    step.build_s = started.elapsed().as_secs_f64();
+    step.build_s = build_s;
     eprintln!("xtask: debian: {}", made.deb.display());
 
     let started = Instant::now();
