@@ -291,15 +291,20 @@ fn without_the_configuration_no_other_upstreams_peer_is_evidence() {
     write(&dir, FORMAT);
     let access = dir.join("access.log").display().to_string();
     let error = dir.join("error.log").display().to_string();
-    let (status, out, err) = cli(&[
-        "--access-log",
-        &access,
-        "--error-log",
-        &error,
-        "--log-format",
-        FORMAT,
-        "--json",
-    ]);
+    let with = |more: &[&str]| {
+        let mut args = vec![
+            "--access-log",
+            &access,
+            "--error-log",
+            &error,
+            "--log-format",
+            FORMAT,
+            "--json",
+        ];
+        args.extend_from_slice(more);
+        cli(&args)
+    };
+    let (status, out, err) = with(&[]);
     assert_eq!(status, 0, "{err}");
     let (got, reasons) = by_upstream(&out);
     assert_eq!(got["nx"].values().sum::<usize>(), 12, "{got:#?}");
@@ -307,17 +312,7 @@ fn without_the_configuration_no_other_upstreams_peer_is_evidence() {
         assert!(!reason.contains("127.0.0."), "{u}: {reason}");
     }
     // With the one flag the configuration would have given, nx is empty.
-    let (_, out, _) = cli(&[
-        "--access-log",
-        &access,
-        "--error-log",
-        &error,
-        "--log-format",
-        FORMAT,
-        "--upstream-server",
-        "nx=nx.test",
-        "--json",
-    ]);
+    let (_, out, _) = with(&["--upstream-server", "nx=nx.test"]);
     let (got, reasons) = by_upstream(&out);
     assert_eq!(got["nx"].get("empty"), Some(&12), "{reasons:#?}");
 }
