@@ -50,6 +50,14 @@ pub struct Options {
     /// configuration gives one (the longest of its servers'), else
     /// [`Options::fail_timeout_ms`].
     pub fail_timeouts: BTreeMap<String, i64>,
+    /// Per upstream, the fewest `max_fails=` of its servers where the
+    /// configuration gives them (0: a failure never takes a peer out):
+    /// how many peer errors within fail_timeout disable a peer.
+    pub max_fails: BTreeMap<String, u32>,
+    /// Upstreams the configuration gives no `resolve` server, or no
+    /// `zone`: their peer list has no generation that moves, so no refusal
+    /// of theirs is the generation's.
+    pub static_upstreams: BTreeSet<String>,
 }
 
 impl Default for Options {
@@ -61,6 +69,8 @@ impl Default for Options {
             servers: Vec::new(),
             peers: Vec::new(),
             fail_timeouts: BTreeMap::new(),
+            max_fails: BTreeMap::new(),
+            static_upstreams: BTreeSet::new(),
             routes: Vec::new(),
             conf_servers: Vec::new(),
         }

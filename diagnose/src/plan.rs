@@ -222,6 +222,12 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
                 options.peers.push((u.name.clone(), addr));
             }
         }
+        if let Some(fewest) = u.servers.iter().map(|s| s.max_fails).min() {
+            options.max_fails.insert(u.name.clone(), fewest);
+        }
+        if !u.zone || (!u.servers.is_empty() && u.servers.iter().all(|s| !s.resolve)) {
+            options.static_upstreams.insert(u.name.clone());
+        }
         let longest = u.servers.iter().map(|s| s.fail_timeout_ms).max();
         if let (None, Some(ms)) = (cli.fail_timeout_ms, longest) {
             options

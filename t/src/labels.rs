@@ -138,25 +138,12 @@ impl Score {
 /// Runs the tool on `r`'s logs, the module's lines taken out of the error
 /// log, and scores its families against `truth`.
 pub fn score(r: &ArmResult, truth: Truth) -> Score {
-    let mut score = Score {
-        arm: r.arm.clone(),
-        ..Score::default()
-    };
     let dir = scratch_dir(&r.arm);
     let access = dir.join("access.log");
     let error = dir.join("error.log");
-    let stripped: String = r
-        .logs
-        .error
-        .lines()
-        .filter(|l| !l.contains(MODULE_MARK))
-        .map(|l| format!("{l}\n"))
-        .collect();
     std::fs::write(&access, &r.logs.access).expect("write access.log");
-    std::fs::write(&error, stripped).expect("write error.log");
-    if std::env::var_os(KEEP).is_some() {
-        std::fs::write(dir.join("error.labelled.log"), &r.logs.error).expect("write the labels");
-    }
+    std::fs::write(&error, strip_labels(&r.logs.error)).expect("write error.log");
+    keep_labels(&dir, &r.logs.error);
     let module = truth == Truth::ModuleLines;
     let args: Vec<OsString> = vec![
         "--access-log".into(),
@@ -167,20 +154,66 @@ pub fn score(r: &ArmResult, truth: Truth) -> Score {
         accesslog::log_format(module).into(),
         "--json".into(),
     ];
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    score.status = generation_retry_diagnose::run(&args, &mut out, &mut err);
-    score.stderr = String::from_utf8_lossy(&err).into_owned();
-    if std::env::var_os(KEEP).is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
+    let placed = run_tool(&args);
+    remove_scratch(&dir);
+    tally(&r.arm, &r.logs.access, &r.logs.error, truth, &placed)
+}
+
+/// The error log without the module's lines: what the tool reads.
+pub fn strip_labels(error_log: &str) -> String {
+    error_log
+        .lines()
+        .filter(|l| !l.contains(MODULE_MARK))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// Keeps the labelled error log beside the scored logs when
+/// `GENERATION_RETRY_KEEP_LOGS` is set.
+pub fn keep_labels(dir: &std::path::Path, error_log: &str) {
+    if std::env::var_os(KEEP).is_some() {
+        std::fs::write(dir.join("error.labelled.log"), error_log).expect("write the labels");
     }
-    if score.status != 0 {
-        return score;
+}
+
+/// Removes a scratch directory unless `GENERATION_RETRY_KEEP_LOGS` is set.
+pub fn remove_scratch(dir: &std::path::Path) {
+    if std::env::var_os(KEEP).is_none() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// What the tool said of a set of logs: each request path's family and
+/// reason.
+#[derive(Clone, Debug, Default)]
+pub struct Placements {
+    /// The tool's exit status and what it wrote to stderr.
+    pub status: i32,
+    pub stderr: String,
+    /// Incidents reported.
+    pub incidents: usize,
+    pub by_path: BTreeMap<String, (String, String)>,
+}
+
+/// Runs the tool (`--json` among `args`) and reads its placements.
+pub fn run_tool(args: &[OsString]) -> Placements {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let status = generation_retry_diagnose::run(args, &mut out, &mut err);
+    let mut placed = Placements {
+        status,
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+        ..Placements::default()
+    };
+    if status != 0 {
+        return placed;
     }
     let verdict: Value = serde_json::from_slice(&out).expect("the tool's --json output");
-    let placed: BTreeMap<String, (String, String)> = verdict["incidents"]
+    let incidents = verdict["incidents"]
         .as_array()
         .map(|a| a.as_slice())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    placed.incidents = incidents.len();
+    placed.by_path = incidents
         .iter()
         .filter_map(|i| {
             let path = i["request"].as_str()?.split(' ').nth(1)?.to_string();
@@ -189,10 +222,31 @@ pub fn score(r: &ArmResult, truth: Truth) -> Score {
             Some((path, (family, reason)))
         })
         .collect();
-    score.incidents = verdict["incidents"].as_array().map_or(0, Vec::len);
+    placed
+}
 
-    let mut causes = causes(&r.logs.error);
-    for e in accesslog::parse(&r.logs.access) {
+/// Scores `placed` against the true families of the 502/504s of `access`
+/// (the harness's format), labelled by `labelled_error` (the error log
+/// with the module's lines) under `truth`.
+pub fn tally(
+    name: &str,
+    access: &str,
+    labelled_error: &str,
+    truth: Truth,
+    placed: &Placements,
+) -> Score {
+    let mut score = Score {
+        arm: name.to_string(),
+        status: placed.status,
+        stderr: placed.stderr.clone(),
+        incidents: placed.incidents,
+        ..Score::default()
+    };
+    if placed.status != 0 {
+        return score;
+    }
+    let mut causes = causes(labelled_error);
+    for e in accesslog::parse(access) {
         if e.status != 502 && e.status != 504 {
             continue;
         }
@@ -210,6 +264,7 @@ pub fn score(r: &ArmResult, truth: Truth) -> Score {
             .expect("a family");
         score.families[i].0 += 1;
         let (tool, reason) = placed
+            .by_path
             .get(&e.path)
             .map_or(("(none)", ""), |(f, r)| (f.as_str(), r.as_str()));
         if tool == family {
@@ -283,7 +338,7 @@ fn true_family(e: &Entry, truth: Truth, cause: Option<&str>) -> Option<&'static 
 /// A fresh directory for one arm's logs: under
 /// `GENERATION_RETRY_KEEP_LOGS` when set (kept, to study a score), else
 /// under the temporary directory (removed once scored).
-fn scratch_dir(arm: &str) -> PathBuf {
+pub fn scratch_dir(arm: &str) -> PathBuf {
     let name: String = arm
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })

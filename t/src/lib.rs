@@ -15,6 +15,7 @@ pub mod labels;
 pub mod load;
 pub mod memcheck;
 pub mod metrics;
+pub mod mixed;
 pub mod nginx;
 pub mod prometheus;
 pub mod rng;

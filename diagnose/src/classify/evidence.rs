@@ -133,7 +133,7 @@ impl<'a> Classifier<'a> {
                 let kept = &self.data.errors[*ei];
                 let counts = match kept.kind {
                     ErrorKind::Disabled => true,
-                    ErrorKind::PeerError => peer_errors,
+                    ErrorKind::PeerError => peer_errors && self.fails_enough(u, *ei),
                     _ => false,
                 };
                 if !counts || s.own_errors.contains(ei) || !self.concerns(kept, u) {
@@ -152,6 +152,26 @@ impl<'a> Classifier<'a> {
                 });
                 !served_since
             })
+    }
+
+    /// Whether the peer error `ei` of `u` takes its peer out: `u`'s
+    /// `max_fails` (1 unless the configuration says otherwise; 0 never)
+    /// errors of that peer within fail_timeout up to it.
+    fn fails_enough(&self, u: &str, ei: usize) -> bool {
+        let max_fails = self.data.options.max_fails.get(u).copied().unwrap_or(1);
+        if max_fails <= 1 {
+            return max_fails == 1;
+        }
+        let kept = &self.data.errors[ei];
+        let host = self.data.error_upstream(kept);
+        let errors = self
+            .errors_between(kept.time_ms - self.lookback(u), kept.time_ms)
+            .filter(|e| {
+                let other = &self.data.errors[*e];
+                other.kind == ErrorKind::PeerError && self.data.error_upstream(other) == host
+            })
+            .count();
+        errors >= max_fails as usize
     }
 
     /// Resolver, disabled and peer-error lines about `u` around `t`, other

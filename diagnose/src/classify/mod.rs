@@ -431,6 +431,14 @@ impl<'a> Classifier<'a> {
             peers: before.len(),
         };
         let (family, reason, deciding) = match s.shape {
+            _ if self.data.options.static_upstreams.contains(u) => (
+                Family::Unavailable,
+                format!(
+                    "{u} has no resolving server or no zone in the configuration, so its list \
+                     never changes: no peer of it was usable"
+                ),
+                None,
+            ),
             Shape::TwoHop => self.decide_retry(s, u, &ctx),
             _ => self.decide_first(s, u, &ctx),
         };

@@ -1,6 +1,8 @@
 //! A refused retry (2-hop, `"A:80, be"`): `generation-retry` (the race)
 //! or `unavailable`.
 
+use std::collections::BTreeSet;
+
 use super::{Around, Classifier, Family, Skeleton, Verdict, HELD_MS, NEXT_MS};
 
 impl Classifier<'_> {
@@ -14,8 +16,10 @@ impl Classifier<'_> {
     /// 2. an NXDOMAIN for the upstream's name in the seconds the request
     ///    was in flight: the list emptied in flight, which is a change too
     ///    (its first selection found a peer);
-    /// 3. a peer of the upstream disabled or failing within fail_timeout
-    ///    and not serving since: `unavailable`;
+    /// 3. the request tried every peer the list held when it started (two
+    ///    or more; a change then counts only if seen by the refusal), or a
+    ///    peer of the upstream disabled or failing within fail_timeout and
+    ///    not serving since: `unavailable`;
     /// 4. else a list of one peer (nginx never marks a single peer down)
     ///    or a change seen in the window: `generation-retry`; else
     ///    `unavailable`.
@@ -24,9 +28,15 @@ impl Classifier<'_> {
         let timeline = &self.data.timeline;
         let start = s.start_ms.unwrap_or(t - self.window / 2).min(t);
         let mut held = timeline.seen_ids(u, start - HELD_MS, start);
-        held.extend(s.tried.iter().filter_map(|a| timeline.addr_id(a)));
+        let tried: BTreeSet<u32> = s.tried.iter().filter_map(|a| timeline.addr_id(a)).collect();
+        // The request tried every peer the list held: nginx refuses the
+        // next selection for that alone, so only a change seen by the
+        // refusal (not just after it) says the generation moved first.
+        let all_tried = tried.len() >= 2 && held.is_subset(&tried);
+        held.extend(tried.iter().copied());
+        let until = if all_tried { t } else { t + NEXT_MS };
         let came: Vec<u32> = timeline
-            .seen_ids(u, start + 1, t + NEXT_MS)
+            .seen_ids(u, start + 1, until)
             .difference(&held)
             .copied()
             .collect();
@@ -63,6 +73,17 @@ impl Classifier<'_> {
                     self.data.error_time_text(&self.data.errors[ei])
                 ),
                 Some(ei),
+            );
+        }
+        if all_tried {
+            return (
+                Family::Unavailable,
+                format!(
+                    "retry refused after the request had tried every peer the list held ({}), \
+                     with no change by the refusal",
+                    names(&held_v)
+                ),
+                None,
             );
         }
         // No change in flight: a peer out of service counts even where the

@@ -97,7 +97,8 @@ pub struct Config {
     /// while its parent is the process that started it).
     pub daemon: bool,
     /// The inside of `http {}`. `${PORT}` is replaced by the listen port,
-    /// `${UPSTREAM}` by [`UPSTREAM`], other `${NAME}`s by [`Config::var`].
+    /// `${PREFIX}` by nginx's prefix directory, `${UPSTREAM}` by
+    /// [`UPSTREAM`], other `${NAME}`s by [`Config::var`].
     pub http: String,
     /// The inside of a `stream {}` block (none when empty), with the same
     /// substitutions; its access log is `logs/stream.log`.
@@ -170,8 +171,10 @@ impl Config {
 
     /// The whole nginx.conf for an nginx in `prefix` listening on `port`.
     pub(super) fn render(&self, prefix: &Path, port: u16) -> String {
-        let http = self.substitute(&self.http, port);
         let p = prefix.display();
+        let http = self
+            .substitute(&self.http, port)
+            .replace("${PREFIX}", &p.to_string());
         let stream = if self.stream.is_empty() {
             String::new()
         } else {

@@ -1,0 +1,490 @@
+//! One nginx with many upstreams failing in every way at once, the way an
+//! operator's logs look: the scenario `generation-retry-diagnose` is scored
+//! on (`t/tests/diagnose.rs`), with the ground truth from the module.
+//!
+//! Two workers, nine upstreams behind one server, each under its own
+//! location (`/NAME/...`), each with a `zone` and the module in observe
+//! mode (`generation_retry_resnapshot off` at `http` level), so nginx fails
+//! exactly as stock does and the module writes each `no live upstreams`'
+//! `cause=` before it. The families at once:
+//!
+//! | upstream | what fails | family of its `no live upstreams` |
+//! |---|---|---|
+//! | `move1` | one resolving peer whose address moves at every re-resolve; the backend reclaims reused connections | generation (2-hop) |
+//! | `move2` | a resolving name of several records that change | generation (2-hop) |
+//! | `nx` | a resolving name answered NXDOMAIN between addresses | empty, and generation |
+//! | `wipe` | two refusing peers with `max_fails=1` | unavailable (and `other` for the attempts) |
+//! | `conns` | `max_conns=1` on a slow peer | unavailable |
+//! | `down` | every peer `down` | unavailable |
+//! | `refused` | one refusing peer | `other` |
+//! | `slow` | a timeout (read or connect) | `other` (504) |
+//! | `reset` | a peer that resets each connection | `other` |
+//!
+//! Each request has its own path (`/NAME/SEQ`), chosen among the upstreams
+//! by the seed, so the access log and the module's lines join on it. nginx
+//! writes the same requests in three formats at once: the harness's
+//! (`$msec` and `$request_time`), the same without `$request_time`, and
+//! `combined` plus `"$upstream_addr"` (no `$msec`).
+//!
+//! [`Layout`] holds the two sets: what the diagnosis rules may be tuned on
+//! and what they are scored on, with different DNS schedules, peer counts
+//! and faults (see each upstream's row).
+
+use std::ffi::OsString;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::backend::{Backend, ADDR_A, ADDR_B, ADDR_C};
+use crate::dns::{Answer, DnsServer};
+use crate::labels::{self, Score, Truth};
+use crate::load::{open_loop, Client};
+use crate::nginx::{free_port, Config, Flavor, Nginx};
+use crate::rng::Rng;
+use crate::shared::KEEPALIVE_LOCATION;
+use crate::stream::BlackHole;
+
+/// Which set of upstreams and faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// The set the rules may be studied and tuned on.
+    Tuning,
+    /// The set the test scores: other schedules, peer counts and faults,
+    /// never used to tune a rule.
+    HeldOut,
+}
+
+impl Layout {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Tuning => "tuning",
+            Layout::HeldOut => "held-out",
+        }
+    }
+}
+
+/// The knobs of one mixed run.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub layout: Layout,
+    pub seed: u64,
+    /// Requests per second over all upstreams, open loop.
+    pub rate: f64,
+    pub duration: Duration,
+}
+
+/// The three access logs nginx writes, by file name under `logs/`, with
+/// their `log_format` name (the first is the harness's own).
+pub const ACCESS_LOGS: [(&str, &str); 3] = [
+    ("access.log", crate::accesslog::LOG_FORMAT_NAME),
+    ("no-request-time.log", "no_request_time"),
+    ("combined.log", "combined_upstream"),
+];
+
+/// What a mixed run leaves to score.
+pub struct Run {
+    /// `nginx -T` as nginx printed it, paths under `prefix`.
+    pub conf_dump: String,
+    /// nginx's prefix when it ran (the logs' paths in `conf_dump` start
+    /// with it).
+    pub prefix: PathBuf,
+    /// Each of [`ACCESS_LOGS`], in its order.
+    pub access: Vec<String>,
+    /// The error log, the module's `cause=` lines in it.
+    pub error: String,
+    /// Requests sent, per upstream, in [`UPSTREAMS`] order.
+    pub sent: Vec<(&'static str, usize)>,
+}
+
+/// The upstreams, in the order of the table above.
+pub const UPSTREAMS: [&str; 9] = [
+    "move1", "move2", "nx", "wipe", "conns", "down", "refused", "slow", "reset",
+];
+
+/// Each upstream's share of the load, in [`UPSTREAMS`] order: the races
+/// need the most (a race takes a reclaimed request in flight across a
+/// re-resolve).
+const SHARES: [f64; 9] = [0.22, 0.22, 0.16, 0.08, 0.10, 0.05, 0.05, 0.06, 0.06];
+
+/// Addresses of their own for the refusing and resetting peers.
+const WIPE_A: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 6);
+const WIPE_B: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
+const REFUSED: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 8);
+const RESET: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 9);
+
+/// A listener that resets every connection once a request arrives
+/// (`SO_LINGER` 0, then close): nginx logs `recv() failed (104: Connection
+/// reset by peer)`.
+struct Resetter {
+    port: u16,
+    task: JoinHandle<()>,
+}
+
+impl Resetter {
+    async fn start() -> Resetter {
+        let listener = TcpListener::bind((RESET, 0)).await.expect("bind 127.0.0.9");
+        let port = listener.local_addr().expect("local address").port();
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    let _ = s.read(&mut buf).await;
+                    // A zero linger does not block the drop (the warning's
+                    // case is a positive one): the close sends a reset.
+                    #[allow(deprecated)]
+                    let _ = s.set_linger(Some(Duration::ZERO));
+                    drop(s);
+                });
+            }
+        });
+        Resetter { port, task }
+    }
+}
+
+impl Drop for Resetter {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The running parts of the scenario besides nginx.
+struct Parts {
+    dns: DnsServer,
+    moving: [Backend; 3],
+    conns: Backend,
+    slow: Backend,
+    hole: BlackHole,
+    reset: Resetter,
+    /// Ports nobody listens on: `wipe`'s two and `refused`'s.
+    closed: [u16; 2],
+}
+
+impl Parts {
+    async fn start() -> Parts {
+        let dns = DnsServer::start().await;
+        let moving = [
+            Backend::start().await,
+            Backend::start().await,
+            Backend::start().await,
+        ];
+        let conns = Backend::start().await;
+        conns.set_delay(Duration::from_millis(150));
+        let slow = Backend::start().await;
+        slow.set_delay(Duration::from_secs(2));
+        Parts {
+            dns,
+            moving,
+            conns,
+            slow,
+            hole: BlackHole::start().await,
+            reset: Resetter::start().await,
+            closed: [free_port(), free_port()],
+        }
+    }
+}
+
+/// The `upstream` blocks and the locations of `layout`.
+fn upstreams(layout: Layout, p: &Parts) -> (String, String) {
+    let [m1, m2, mn] = [p.moving[0].port(), p.moving[1].port(), p.moving[2].port()];
+    let [c0, c1] = p.closed;
+    let held = layout == Layout::HeldOut;
+    let wipe = if held {
+        // Held out: the wiped peers come from a name.
+        format!("server wipe.test:{c0} resolve max_fails=1 fail_timeout=3s;")
+    } else {
+        format!(
+            "server {WIPE_A}:{c0} max_fails=1 fail_timeout=2s;\n        \
+             server {WIPE_B}:{c0} max_fails=1 fail_timeout=2s;"
+        )
+    };
+    let conns = if held {
+        format!(
+            "server {ADDR_A}:{p} max_conns=1;\n        server {ADDR_B}:{p} max_conns=1;",
+            p = p.conns.port()
+        )
+    } else {
+        format!("server {ADDR_C}:{} max_conns=1;", p.conns.port())
+    };
+    let down = if held {
+        format!(
+            "server {ADDR_A}:{c1} down;\n        server {ADDR_B}:{c1} down;\n        \
+             server {ADDR_C}:{c1} down;"
+        )
+    } else {
+        format!("server {ADDR_C}:{c1} down;")
+    };
+    // A reclaimed request counts as a failure of its peer: with the
+    // default `max_fails=1` the reclaims alone would keep move2's peers
+    // out of service most of the time.
+    let move2_fails = if held {
+        "max_fails=3 fail_timeout=2s"
+    } else {
+        "max_fails=0"
+    };
+    let (slow, slow_location) = if held {
+        (
+            format!("server {}:{};", crate::stream::HOLE, p.hole.port()),
+            "proxy_connect_timeout 300ms;",
+        )
+    } else {
+        (
+            format!("server {ADDR_A}:{};", p.slow.port()),
+            "proxy_read_timeout 300ms;",
+        )
+    };
+    let servers: [(&str, String, &str); 9] = [
+        (
+            "move1",
+            format!("server move1.test:{m1} resolve;\n        keepalive 16;"),
+            KEEPALIVE_LOCATION,
+        ),
+        (
+            "move2",
+            format!("server move2.test:{m2} resolve {move2_fails};\n        keepalive 16;"),
+            KEEPALIVE_LOCATION,
+        ),
+        (
+            "nx",
+            format!("server nx.test:{mn} resolve;\n        keepalive 16;"),
+            KEEPALIVE_LOCATION,
+        ),
+        ("wipe", wipe, ""),
+        ("conns", conns, ""),
+        ("down", down, ""),
+        ("refused", format!("server {REFUSED}:{c1} max_fails=0;"), ""),
+        ("slow", slow, slow_location),
+        ("reset", format!("server {RESET}:{};", p.reset.port), ""),
+    ];
+    let mut blocks = String::new();
+    let mut locations = String::new();
+    for (name, servers, location) in servers {
+        blocks.push_str(&format!(
+            "    upstream {name} {{\n        zone {name} 64k;\n        {servers}\n    }}\n"
+        ));
+        locations.push_str(&format!(
+            "        location /{name}/ {{\n            proxy_pass http://{name};\n            \
+             {location}\n        }}\n"
+        ));
+    }
+    (blocks, locations)
+}
+
+/// The DNS schedules once the load starts (before it, every name answers
+/// its first address, so the readiness probes pass).
+fn schedules(layout: Layout, dns: &DnsServer) {
+    let a = |ips: &[Ipv4Addr]| Answer::A(ips.to_vec());
+    let (move1, move2, nx) = match layout {
+        Layout::Tuning => (
+            Answer::rotate(&[ADDR_A, ADDR_B]),
+            Answer::Cycle(vec![a(&[ADDR_A, ADDR_B]), a(&[ADDR_B, ADDR_C])]),
+            Answer::Cycle(vec![a(&[ADDR_A]), a(&[ADDR_B]), Answer::NxDomain]),
+        ),
+        Layout::HeldOut => (
+            Answer::rotate(&[ADDR_A, ADDR_B, ADDR_C]),
+            Answer::Cycle(vec![
+                a(&[ADDR_A, ADDR_B, ADDR_C]),
+                a(&[ADDR_A]),
+                a(&[ADDR_B, ADDR_C]),
+            ]),
+            Answer::Cycle(vec![
+                a(&[ADDR_A]),
+                Answer::NxDomain,
+                a(&[ADDR_C]),
+                a(&[ADDR_B]),
+                Answer::NxDomain,
+            ]),
+        ),
+    };
+    dns.set("move1.test", move1);
+    dns.set("move2.test", move2);
+    dns.set("nx.test", nx);
+}
+
+/// nginx's configuration: the module in observe mode for every upstream,
+/// one resolver, the three access logs.
+fn config(layout: Layout, p: &Parts) -> Config {
+    let (blocks, locations) = upstreams(layout, p);
+    let http = format!(
+        r#"
+    resolver ${{DNS}} valid=1s ipv6=off;
+    resolver_timeout 3s;
+    generation_retry_resnapshot off;
+    log_format no_request_time '$msec $status "$upstream_addr" "$request" "$upstream_status"';
+    log_format combined_upstream '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$upstream_addr"';
+    access_log ${{PREFIX}}/logs/{nrt} no_request_time;
+    access_log ${{PREFIX}}/logs/{comb} combined_upstream;
+{blocks}
+    server {{
+        listen 127.0.0.1:${{PORT}};
+{locations}
+        location = /status {{
+            generation_retry_status;
+        }}
+    }}
+"#,
+        nrt = ACCESS_LOGS[1].0,
+        comb = ACCESS_LOGS[2].0,
+    );
+    Config::new(Flavor::with_module(), http)
+        .var("DNS", p.dns.addr())
+        .workers(2)
+}
+
+/// Runs the scenario of `opts` and returns its logs and configuration.
+pub async fn run(opts: &Options) -> Run {
+    let parts = Parts::start().await;
+    let dns = &parts.dns;
+    for name in ["move1.test", "move2.test", "nx.test"] {
+        dns.set_a(name, ADDR_A);
+    }
+    dns.set("wipe.test", Answer::A(vec![WIPE_A, WIPE_B]));
+    let config = config(opts.layout, &parts);
+    let nginx = Nginx::start(&config);
+    let client = Client::new(nginx.url(""));
+    for name in ["move1", "move2", "nx"] {
+        wait_ready(&client, name).await;
+    }
+    let conf_dump = dump(&config, &nginx);
+
+    schedules(opts.layout, dns);
+    for (i, b) in parts.moving.iter().enumerate() {
+        b.set_reclaim_after(0.25, opts.seed + i as u64, Duration::from_millis(900));
+    }
+    let choices: Vec<usize> = {
+        let mut rng = Rng::new(opts.seed);
+        let total = (opts.duration.as_secs_f64() * opts.rate).round() as usize;
+        (0..total).map(|_| pick(&mut rng)).collect()
+    };
+    let sent = open_loop(&client, opts.rate, opts.duration, |i| {
+        let name = UPSTREAMS[choices[i as usize]];
+        (Method::GET, format!("/{name}/{i}"), None)
+    })
+    .await;
+    // Every request logged in every log before they are read.
+    let _ = nginx.access_entries("/", sent.len()).await;
+    let run = Run {
+        conf_dump,
+        prefix: nginx.prefix().to_path_buf(),
+        access: ACCESS_LOGS
+            .iter()
+            .map(|(file, _)| {
+                std::fs::read_to_string(nginx.prefix().join("logs").join(file)).unwrap_or_default()
+            })
+            .collect(),
+        error: nginx.error_log(),
+        sent: UPSTREAMS
+            .iter()
+            .enumerate()
+            .map(|(k, name)| (*name, choices.iter().filter(|c| **c == k).count()))
+            .collect(),
+    };
+    nginx.finish();
+    run
+}
+
+/// An upstream's index, drawn by [`SHARES`].
+fn pick(rng: &mut Rng) -> usize {
+    let mut u = rng.unit();
+    for (k, share) in SHARES.iter().enumerate() {
+        if u < *share {
+            return k;
+        }
+        u -= share;
+    }
+    SHARES.len() - 1
+}
+
+/// `nginx -T` of the running configuration, as an operator would pass it.
+fn dump(config: &Config, nginx: &Nginx) -> String {
+    let out = Command::new(&config.flavor.binary)
+        .arg("-T")
+        .arg("-p")
+        .arg(nginx.prefix())
+        .arg("-c")
+        .arg(nginx.prefix().join("nginx.conf"))
+        .output()
+        .expect("run nginx -T");
+    assert!(
+        out.status.success(),
+        "nginx -T failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("nginx -T prints text")
+}
+
+/// Readiness: `/NAME/ready-K` answered 200 (the name resolved).
+async fn wait_ready(client: &Client, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for k in 0.. {
+        if client.get(&format!("/{name}/ready-{k}")).await.status() == 200 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} never became ready");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Scores the tool on `run`'s access log number `log` (of
+/// [`ACCESS_LOGS`]) and the error log without the module's lines, told
+/// nothing but the configuration: `nginx -T` as nginx printed it, with the
+/// other access logs taken out and the logs' paths moved to where the
+/// scored copies are. The truth is read from the harness's own log (the
+/// same requests) and the module's lines.
+pub fn score(run: &Run, log: usize, name: &str) -> Score {
+    let dir = labels::scratch_dir(name);
+    let (file, _) = ACCESS_LOGS[log];
+    std::fs::write(dir.join(file), &run.access[log]).expect("write the access log");
+    std::fs::write(dir.join("error.log"), labels::strip_labels(&run.error))
+        .expect("write error.log");
+    labels::keep_labels(&dir, &run.error);
+    let logs = format!("{}/logs/", run.prefix.display());
+    let conf: String = run
+        .conf_dump
+        .lines()
+        .filter(|l| {
+            !l.trim_start().starts_with("access_log ") || l.contains(&format!("{logs}{file} "))
+        })
+        .map(|l| format!("{}\n", l.replace(&logs, &format!("{}/", dir.display()))))
+        .collect();
+    let conf_file = dir.join("nginx-T.txt");
+    std::fs::write(&conf_file, conf).expect("write nginx -T");
+    let args: Vec<OsString> = vec!["--nginx-conf".into(), conf_file.into(), "--json".into()];
+    let placed = labels::run_tool(&args);
+    labels::remove_scratch(&dir);
+    labels::tally(
+        name,
+        &run.access[0],
+        &run.error,
+        Truth::ModuleLines,
+        &placed,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_sum_to_one_and_every_upstream_is_drawn() {
+        assert!((SHARES.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        let mut rng = Rng::new(1);
+        let mut seen = [0usize; 9];
+        for _ in 0..10_000 {
+            seen[pick(&mut rng)] += 1;
+        }
+        for (k, n) in seen.iter().enumerate() {
+            let want = SHARES[k] * 10_000.0;
+            assert!(
+                (*n as f64 - want).abs() < want * 0.2,
+                "{}: {n}",
+                UPSTREAMS[k]
+            );
+        }
+    }
+}
