@@ -56,11 +56,16 @@ impl Logs {
 
     /// The family of each incident, by request path.
     fn families(&self) -> Vec<(String, Family, String)> {
+        self.families_with(Options::default())
+    }
+
+    /// The same, with what the configuration would give in `options`.
+    fn families_with(&self, options: Options) -> Vec<(String, Family, String)> {
         let mut c = Collector::new(
             Some(AccessParser::new(FORMAT).expect("format")),
             Options {
                 error_offset_s: Some(0),
-                ..Options::default()
+                ..options
             },
         );
         let a = c.start_file("access.log", LogKind::Access);
@@ -266,4 +271,74 @@ fn a_disabled_peer_that_left_before_the_request_is_not_why() {
     let got = l.families();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].1, Family::GenerationRetry, "{}", got[0].2);
+}
+
+/// A retry refused after the request tried both peers of an unchanged
+/// list, with a third address serving just after the refusal (within the
+/// slack the race's rule allows for the new list's first selections):
+/// nginx refuses a request that tried every peer whatever the generation,
+/// so only a change by the refusal would make it the race.
+#[test]
+fn a_retry_that_tried_every_peer_is_unavailable_unless_the_change_came_first() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 1_200);
+    l.serve(B, 10, 1_200);
+    l.access(1_300, 250, 502, &format!("{A}, {B}, be"));
+    l.serve(C, 1_400, 3_000);
+    let got = l.families();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, Family::Unavailable, "{}", got[0].2);
+    assert!(got[0].2.contains("tried every peer"), "{}", got[0].2);
+}
+
+/// A refusal of an upstream the configuration gives no resolving server:
+/// its list never changes, so even addresses that seem to come and go
+/// around it (one peer failing, the other serving) do not make it the race.
+#[test]
+fn a_refusal_of_a_static_upstream_is_never_the_race() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 1_000);
+    l.serve(B, 1_010, 3_000);
+    l.access(1_000, 0, 502, "be");
+    let without = l.families();
+    assert_eq!(without[0].1, Family::GenerationFirst, "{}", without[0].2);
+    let got = l.families_with(Options {
+        static_upstreams: ["be".to_string()].into(),
+        ..Options::default()
+    });
+    assert_eq!(got[0].1, Family::Unavailable, "{}", got[0].2);
+    assert!(got[0].2.contains("never changes"), "{}", got[0].2);
+}
+
+/// One peer error of B just before a refused retry, with a change seen
+/// only after the refusal's slack: with nginx's default `max_fails=1` the
+/// error took B out (`unavailable`); with `max_fails=3` (or 0) one error
+/// takes no peer out, and the change in the window makes it the race.
+#[test]
+fn a_peer_error_takes_its_peer_out_only_at_max_fails() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 1_000);
+    l.serve(B, 10, 900);
+    l.error(
+        950,
+        "error",
+        "*7 connect() failed (111: Connection refused) while connecting to upstream, \
+         client: 10.9.9.9, server: , request: \"GET /x HTTP/1.1\", upstream: \"http://10.0.0.2:80/x\"",
+    );
+    l.access(1_200, 150, 502, &format!("{A}, be"));
+    l.serve(C, 1_600, 3_000);
+    let default = l.families();
+    assert_eq!(default[0].1, Family::Unavailable, "{}", default[0].2);
+    for max_fails in [0, 3] {
+        let got = l.families_with(Options {
+            max_fails: [("be".to_string(), max_fails)].into(),
+            ..Options::default()
+        });
+        assert_eq!(
+            got[0].1,
+            Family::GenerationRetry,
+            "max_fails={max_fails}: {}",
+            got[0].2
+        );
+    }
 }
