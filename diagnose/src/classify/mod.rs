@@ -430,18 +430,19 @@ impl<'a> Classifier<'a> {
             change,
             peers: before.len(),
         };
-        let (family, reason, deciding) = match s.shape {
-            _ if self.data.options.static_upstreams.contains(u) => (
-                Family::Unavailable,
-                format!(
-                    "{u} has no resolving server or no zone in the configuration, so its list \
-                     never changes: no peer of it was usable"
-                ),
-                None,
-            ),
+        let (mut family, mut reason, deciding) = match s.shape {
             Shape::TwoHop => self.decide_retry(s, u, &ctx),
             _ => self.decide_first(s, u, &ctx),
         };
+        // An upstream whose list never changes has neither race nor empty
+        // list: what the rules read as a change was peers failing.
+        if family != Family::Unavailable && self.data.options.static_upstreams.contains(u) {
+            family = Family::Unavailable;
+            reason = format!(
+                "{u} has no resolving server or no zone in the configuration, so its list \
+                 never changes: no peer of it was usable"
+            );
+        }
         incident.family = family;
         incident.reason = reason;
         incident.nearby = self.nearby(s, Some(u), deciding);

@@ -17,7 +17,8 @@ impl Classifier<'_> {
     ///    was in flight: the list emptied in flight, which is a change too
     ///    (its first selection found a peer);
     /// 3. the request tried every peer the list held when it started (two
-    ///    or more; a change then counts only if seen by the refusal), or a
+    ///    or more, each seen serving before; a change then counts only if
+    ///    seen by the refusal), or a
     ///    peer of the upstream disabled or failing within fail_timeout and
     ///    not serving since: `unavailable`;
     /// 4. else a list of one peer (nginx never marks a single peer down)
@@ -29,10 +30,12 @@ impl Classifier<'_> {
         let start = s.start_ms.unwrap_or(t - self.window / 2).min(t);
         let mut held = timeline.seen_ids(u, start - HELD_MS, start);
         let tried: BTreeSet<u32> = s.tried.iter().filter_map(|a| timeline.addr_id(a)).collect();
-        // The request tried every peer the list held: nginx refuses the
-        // next selection for that alone, so only a change seen by the
-        // refusal (not just after it) says the generation moved first.
-        let all_tried = tried.len() >= 2 && held.is_subset(&tried);
+        // The request tried every peer the list held, each seen serving
+        // before it started: nginx refuses the next selection for that
+        // alone, so only a change seen by the refusal (not just after it)
+        // says the generation moved first. (A tried peer never seen
+        // serving may have been failing, or leaving: the rules below.)
+        let all_tried = tried.len() >= 2 && held == tried;
         held.extend(tried.iter().copied());
         let until = if all_tried { t } else { t + NEXT_MS };
         let came: Vec<u32> = timeline
