@@ -222,11 +222,18 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
                 options.peers.push((u.name.clone(), addr));
             }
         }
-        if let Some(fewest) = u.servers.iter().map(|s| s.max_fails).min() {
-            options.max_fails.insert(u.name.clone(), fewest);
-        }
-        if !u.zone || (!u.servers.is_empty() && u.servers.iter().all(|s| !s.resolve)) {
-            options.static_upstreams.insert(u.name.clone());
+        // Stream logs are not scored by these rules yet, and a stream
+        // upstream may share an http one's name: http's alone.
+        if u.module == Module::Http {
+            // The fewest of the servers that count failures (0 only when
+            // none does).
+            let counting = u.servers.iter().map(|s| s.max_fails).filter(|n| *n > 0);
+            if let Some(fewest) = counting.min().or(u.servers.first().map(|_| 0)) {
+                options.max_fails.insert(u.name.clone(), fewest);
+            }
+            if !u.zone || (!u.servers.is_empty() && u.servers.iter().all(|s| !s.resolve)) {
+                options.static_upstreams.insert(u.name.clone());
+            }
         }
         let longest = u.servers.iter().map(|s| s.fail_timeout_ms).max();
         if let (None, Some(ms)) = (cli.fail_timeout_ms, longest) {

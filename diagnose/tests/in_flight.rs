@@ -342,3 +342,65 @@ fn a_peer_error_takes_its_peer_out_only_at_max_fails() {
         );
     }
 }
+
+/// The same retry as above, with the third address serving before the
+/// refusal: the list changed first, and the retry is the race.
+#[test]
+fn a_retry_that_tried_every_peer_after_a_change_is_the_race() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 1_200);
+    l.serve(B, 10, 1_200);
+    l.serve(C, 1_150, 3_000);
+    l.access(1_300, 250, 502, &format!("{A}, {B}, be"));
+    let got = l.families();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, Family::GenerationRetry, "{}", got[0].2);
+    assert!(got[0].2.contains(C), "{}", got[0].2);
+}
+
+/// With `max_fails=3`, three errors of B after its last success take it
+/// out; three spread so that B serves after each of the first two do not
+/// (a success resets nginx's count), and the change in the window makes
+/// the retry the race.
+#[test]
+fn max_fails_counts_errors_since_the_peers_last_success() {
+    let error = |l: &mut Logs, ms: i64| {
+        l.error(
+            ms,
+            "error",
+            "*7 connect() failed (111: Connection refused) while connecting to upstream, \
+             client: 10.9.9.9, server: , request: \"GET /x HTTP/1.1\", upstream: \
+             \"http://10.0.0.2:80/x\"",
+        );
+    };
+    let three = Options {
+        max_fails: [("be".to_string(), 3)].into(),
+        ..Options::default()
+    };
+    for b_serves_between in [false, true] {
+        let mut l = Logs::default();
+        l.serve(A, 0, 3_400);
+        l.serve(B, 10, 2_900);
+        let at = if b_serves_between {
+            [1_000, 2_000, 3_000]
+        } else {
+            [3_000; 3]
+        };
+        for ms in at {
+            error(&mut l, ms);
+        }
+        l.access(3_300, 150, 502, &format!("{A}, be"));
+        l.serve(C, 3_700, 5_000);
+        let got = l.families_with(three.clone());
+        let want = if b_serves_between {
+            Family::GenerationRetry
+        } else {
+            Family::Unavailable
+        };
+        assert_eq!(
+            got[0].1, want,
+            "B serving between: {b_serves_between}: {}",
+            got[0].2
+        );
+    }
+}

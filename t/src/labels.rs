@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -142,8 +142,6 @@ pub fn score(r: &ArmResult, truth: Truth) -> Score {
     let access = dir.join("access.log");
     let error = dir.join("error.log");
     std::fs::write(&access, &r.logs.access).expect("write access.log");
-    std::fs::write(&error, strip_labels(&r.logs.error)).expect("write error.log");
-    keep_labels(&dir, &r.logs.error);
     let module = truth == Truth::ModuleLines;
     let args: Vec<OsString> = vec![
         "--access-log".into(),
@@ -154,13 +152,34 @@ pub fn score(r: &ArmResult, truth: Truth) -> Score {
         accesslog::log_format(module).into(),
         "--json".into(),
     ];
-    let placed = run_tool(&args);
-    remove_scratch(&dir);
-    tally(&r.arm, &r.logs.access, &r.logs.error, truth, &placed)
+    score_in(&dir, &args, &r.arm, &r.logs.access, &r.logs.error, truth)
+}
+
+/// Writes `labelled_error` without the module's lines to `dir/error.log`
+/// (beside what the caller wrote there and named in `args`), runs the tool
+/// with `args`, removes `dir` (unless kept) and scores the tool's
+/// placements against the truth of `access` (the harness's format).
+pub fn score_in(
+    dir: &Path,
+    args: &[OsString],
+    name: &str,
+    access: &str,
+    labelled_error: &str,
+    truth: Truth,
+) -> Score {
+    std::fs::write(dir.join("error.log"), strip_labels(labelled_error)).expect("write error.log");
+    if std::env::var_os(KEEP).is_some() {
+        std::fs::write(dir.join("error.labelled.log"), labelled_error).expect("write the labels");
+    }
+    let placed = run_tool(args);
+    if std::env::var_os(KEEP).is_none() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    tally(name, access, labelled_error, truth, &placed)
 }
 
 /// The error log without the module's lines: what the tool reads.
-pub fn strip_labels(error_log: &str) -> String {
+fn strip_labels(error_log: &str) -> String {
     error_log
         .lines()
         .filter(|l| !l.contains(MODULE_MARK))
@@ -168,25 +187,10 @@ pub fn strip_labels(error_log: &str) -> String {
         .collect()
 }
 
-/// Keeps the labelled error log beside the scored logs when
-/// `GENERATION_RETRY_KEEP_LOGS` is set.
-pub fn keep_labels(dir: &std::path::Path, error_log: &str) {
-    if std::env::var_os(KEEP).is_some() {
-        std::fs::write(dir.join("error.labelled.log"), error_log).expect("write the labels");
-    }
-}
-
-/// Removes a scratch directory unless `GENERATION_RETRY_KEEP_LOGS` is set.
-pub fn remove_scratch(dir: &std::path::Path) {
-    if std::env::var_os(KEEP).is_none() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-}
-
 /// What the tool said of a set of logs: each request path's family and
 /// reason.
 #[derive(Clone, Debug, Default)]
-pub struct Placements {
+struct Placements {
     /// The tool's exit status and what it wrote to stderr.
     pub status: i32,
     pub stderr: String,
@@ -196,7 +200,7 @@ pub struct Placements {
 }
 
 /// Runs the tool (`--json` among `args`) and reads its placements.
-pub fn run_tool(args: &[OsString]) -> Placements {
+fn run_tool(args: &[OsString]) -> Placements {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let status = generation_retry_diagnose::run(args, &mut out, &mut err);
     let mut placed = Placements {
@@ -228,7 +232,7 @@ pub fn run_tool(args: &[OsString]) -> Placements {
 /// Scores `placed` against the true families of the 502/504s of `access`
 /// (the harness's format), labelled by `labelled_error` (the error log
 /// with the module's lines) under `truth`.
-pub fn tally(
+fn tally(
     name: &str,
     access: &str,
     labelled_error: &str,

@@ -1,6 +1,6 @@
 //! One nginx with many upstreams failing in every way at once, the way an
 //! operator's logs look: the scenario `generation-retry-diagnose` is scored
-//! on (`t/tests/diagnose.rs`), with the ground truth from the module.
+//! on (`t/tests/diagnose_mixed.rs`), with the ground truth from the module.
 //!
 //! Two workers, nine upstreams behind one server, each under its own
 //! location (`/NAME/...`), each with a `zone` and the module in observe
@@ -27,8 +27,16 @@
 //! `combined` plus `"$upstream_addr"` (no `$msec`).
 //!
 //! [`Layout`] holds the two sets: what the diagnosis rules may be tuned on
-//! and what they are scored on, with different DNS schedules, peer counts
-//! and faults (see each upstream's row).
+//! and what they are scored on. The held-out set differs in: `move1`
+//! rotating over three addresses instead of two; `move2` cycling {A,B,C},
+//! {A}, {B,C} instead of {A,B}, {B,C}, with `max_fails=3 fail_timeout=2s`
+//! instead of `max_fails=0`; `nx` answering A, NXDOMAIN, C, B, NXDOMAIN
+//! instead of A, B, NXDOMAIN; `wipe` a resolving name (`fail_timeout=3s`)
+//! instead of two static peers; `conns` two peers instead of one; `down`
+//! three peers instead of one; `slow` a connect timeout instead of a read
+//! timeout. The seed fixes which upstream each request goes to and the
+//! backends' reclaim draws; DNS and fault timing follow the clock, so runs
+//! of one seed differ.
 
 use std::ffi::OsString;
 use std::net::Ipv4Addr;
@@ -366,17 +374,11 @@ pub async fn run(opts: &Options) -> Run {
         (Method::GET, format!("/{name}/{i}"), None)
     })
     .await;
-    // Every request logged in every log before they are read.
-    let _ = nginx.access_entries("/", sent.len()).await;
+    let access = logged(&nginx, sent.len()).await;
     let run = Run {
         conf_dump,
         prefix: nginx.prefix().to_path_buf(),
-        access: ACCESS_LOGS
-            .iter()
-            .map(|(file, _)| {
-                std::fs::read_to_string(nginx.prefix().join("logs").join(file)).unwrap_or_default()
-            })
-            .collect(),
+        access,
         error: nginx.error_log(),
         sent: UPSTREAMS
             .iter()
@@ -386,6 +388,34 @@ pub async fn run(opts: &Options) -> Run {
     };
     nginx.finish();
     run
+}
+
+/// The three access logs once each holds every one of the `n` load
+/// requests (a worker writes a request's lines just after its response,
+/// one log after the other).
+async fn logged(nginx: &Nginx, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let texts: Vec<String> = ACCESS_LOGS
+            .iter()
+            .map(|(file, _)| {
+                std::fs::read_to_string(nginx.prefix().join("logs").join(file)).unwrap_or_default()
+            })
+            .collect();
+        let load = crate::accesslog::parse(&texts[0])
+            .iter()
+            .filter(|e| !e.path.contains("/ready-"))
+            .count();
+        let lines: Vec<usize> = texts.iter().map(|t| t.lines().count()).collect();
+        if load >= n && lines.iter().all(|l| *l == lines[0]) {
+            return texts;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the access logs hold {load} of {n} load requests, lines per log {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// An upstream's index, drawn by [`SHARES`].
@@ -440,9 +470,6 @@ pub fn score(run: &Run, log: usize, name: &str) -> Score {
     let dir = labels::scratch_dir(name);
     let (file, _) = ACCESS_LOGS[log];
     std::fs::write(dir.join(file), &run.access[log]).expect("write the access log");
-    std::fs::write(dir.join("error.log"), labels::strip_labels(&run.error))
-        .expect("write error.log");
-    labels::keep_labels(&dir, &run.error);
     let logs = format!("{}/logs/", run.prefix.display());
     let conf: String = run
         .conf_dump
@@ -455,14 +482,13 @@ pub fn score(run: &Run, log: usize, name: &str) -> Score {
     let conf_file = dir.join("nginx-T.txt");
     std::fs::write(&conf_file, conf).expect("write nginx -T");
     let args: Vec<OsString> = vec!["--nginx-conf".into(), conf_file.into(), "--json".into()];
-    let placed = labels::run_tool(&args);
-    labels::remove_scratch(&dir);
-    labels::tally(
+    labels::score_in(
+        &dir,
+        &args,
         name,
         &run.access[0],
         &run.error,
         Truth::ModuleLines,
-        &placed,
     )
 }
 

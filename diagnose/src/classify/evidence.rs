@@ -133,7 +133,7 @@ impl<'a> Classifier<'a> {
                 let kept = &self.data.errors[*ei];
                 let counts = match kept.kind {
                     ErrorKind::Disabled => true,
-                    ErrorKind::PeerError => peer_errors && self.fails_enough(u, *ei),
+                    ErrorKind::PeerError => peer_errors && self.fails_enough(u, *ei, t),
                     _ => false,
                 };
                 if !counts || s.own_errors.contains(ei) || !self.concerns(kept, u) {
@@ -154,21 +154,31 @@ impl<'a> Classifier<'a> {
             })
     }
 
-    /// Whether the peer error `ei` of `u` takes its peer out: `u`'s
+    /// Whether the peer error `ei` of `u` takes its peer out by `t`: `u`'s
     /// `max_fails` (1 unless the configuration says otherwise; 0 never)
-    /// errors of that peer within fail_timeout up to it.
-    fn fails_enough(&self, u: &str, ei: usize) -> bool {
+    /// errors of that peer, about `u`, within fail_timeout before `t`, none
+    /// followed by a success of the peer before `t` (a success resets
+    /// nginx's count).
+    fn fails_enough(&self, u: &str, ei: usize, t: i64) -> bool {
         let max_fails = self.data.options.max_fails.get(u).copied().unwrap_or(1);
         if max_fails <= 1 {
             return max_fails == 1;
         }
+        let timeline = &self.data.timeline;
         let kept = &self.data.errors[ei];
         let host = self.data.error_upstream(kept);
+        let id = host.and_then(|h| timeline.addr_id(h));
         let errors = self
-            .errors_between(kept.time_ms - self.lookback(u), kept.time_ms)
+            .errors_between(t - self.lookback(u), t)
             .filter(|e| {
                 let other = &self.data.errors[*e];
-                other.kind == ErrorKind::PeerError && self.data.error_upstream(other) == host
+                other.kind == ErrorKind::PeerError
+                    && self.data.error_upstream(other) == host
+                    && self.concerns(other, u)
+            })
+            .filter(|e| {
+                let since = self.data.errors[*e].time_ms + SECOND;
+                id.is_none_or(|id| since >= t || !timeline.seen_ids(u, since, t - 1).contains(&id))
             })
             .count();
         errors >= max_fails as usize

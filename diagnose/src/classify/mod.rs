@@ -430,7 +430,7 @@ impl<'a> Classifier<'a> {
             change,
             peers: before.len(),
         };
-        let (mut family, mut reason, deciding) = match s.shape {
+        let (mut family, mut reason, mut deciding) = match s.shape {
             Shape::TwoHop => self.decide_retry(s, u, &ctx),
             _ => self.decide_first(s, u, &ctx),
         };
@@ -438,6 +438,7 @@ impl<'a> Classifier<'a> {
         // list: what the rules read as a change was peers failing.
         if family != Family::Unavailable && self.data.options.static_upstreams.contains(u) {
             family = Family::Unavailable;
+            deciding = None;
             reason = format!(
                 "{u} has no resolving server or no zone in the configuration, so its list \
                  never changes: no peer of it was usable"
