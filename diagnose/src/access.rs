@@ -48,6 +48,9 @@ pub struct AccessEntry<'a> {
     pub connection: Option<u64>,
     /// `$request_id`, if in the format and not `-`.
     pub request_id: Option<&'a str>,
+    /// `$server_port`, if in the format: which stream `server` took the
+    /// session.
+    pub server_port: Option<u16>,
     /// `$request_time` in milliseconds, if in the format: the request
     /// started this long before `time_ms`.
     pub request_time_ms: Option<i64>,
@@ -67,6 +70,7 @@ pub struct AccessParser {
     remote_addr: Option<usize>,
     connection: Option<usize>,
     request_id: Option<usize>,
+    server_port: Option<usize>,
     request_time: Option<usize>,
     /// The `log_format` string as given.
     text: String,
@@ -102,6 +106,7 @@ impl AccessParser {
             remote_addr: format.position("remote_addr"),
             connection: format.position("connection"),
             request_id: format.position("request_id"),
+            server_port: format.position("server_port"),
             // A stream session's `$session_time` plays the same part.
             request_time: format
                 .position("request_time")
@@ -178,6 +183,7 @@ impl AccessParser {
             remote_addr: present(self.remote_addr),
             connection: self.connection.and_then(get).and_then(|v| v.parse().ok()),
             request_id: present(self.request_id),
+            server_port: present(self.server_port).and_then(|v| v.parse().ok()),
             request_time_ms: present(self.request_time).and_then(timefmt::parse_msec),
         })
     }

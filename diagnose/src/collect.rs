@@ -58,6 +58,13 @@ pub struct Options {
     /// `zone`: their peer list has no generation that moves, so no refusal
     /// of theirs is the generation's.
     pub static_upstreams: BTreeSet<String>,
+    /// Stream listen ports and the upstream their `server` block proxies
+    /// to (from the configuration; a port two blocks disagree on is left
+    /// out): with `$server_port`, a session's addresses are its upstream's.
+    pub stream_routes: BTreeMap<u16, String>,
+    /// Upstreams with a `backup` server: a primary out of service sends
+    /// nginx to the backups, so it is no sign that none was usable.
+    pub with_backup: BTreeSet<String>,
 }
 
 impl Default for Options {
@@ -71,6 +78,8 @@ impl Default for Options {
             fail_timeouts: BTreeMap::new(),
             max_fails: BTreeMap::new(),
             static_upstreams: BTreeSet::new(),
+            with_backup: BTreeSet::new(),
+            stream_routes: BTreeMap::new(),
             routes: Vec::new(),
             conf_servers: Vec::new(),
         }
@@ -589,10 +598,12 @@ impl Collector {
         let start_ms = entry.request_time_ms.map(|r| entry.time_ms - r);
         data.timeline
             .observe(entry.upstream_addr, entry.time_ms, start_ms);
-        if let Some(u) = entry
-            .request
-            .and_then(|r| route_of(&data.options.routes, r))
-        {
+        let routed = match (entry.request, entry.server_port) {
+            (Some(r), _) => route_of(&data.options.routes, r),
+            (None, Some(port)) => data.options.stream_routes.get(&port).map(String::as_str),
+            (None, None) => None,
+        };
+        if let Some(u) = routed {
             data.timeline.route(entry.upstream_addr, u);
         }
         if entry.status == 502 || entry.status == 504 {

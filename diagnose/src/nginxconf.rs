@@ -101,6 +101,9 @@ pub struct NginxConf {
     pub locations: Vec<Location>,
     /// How many http `server` blocks there are.
     pub http_servers: usize,
+    /// Each stream `server` block's `listen` ports with the `proxy_pass`
+    /// of the block: a session's `$server_port` tells its upstream.
+    pub stream_routes: Vec<(u16, String)>,
 }
 
 impl NginxConf {
@@ -160,6 +163,20 @@ impl NginxConf {
                     if d.name == "server" && module == Some(Module::Http) {
                         inner.server = Some(self.http_servers);
                         self.http_servers += 1;
+                    }
+                    if d.name == "server" && module == Some(Module::Stream) {
+                        let pass = b
+                            .iter()
+                            .find(|x| x.name == "proxy_pass" && x.block.is_none());
+                        if let Some(upstream) = pass.and_then(|x| x.args.first()) {
+                            let ports = b
+                                .iter()
+                                .filter(|x| x.name == "listen" && x.block.is_none())
+                                .filter_map(|x| x.args.first().and_then(|a| listen_port(a)));
+                            for port in ports {
+                                self.stream_routes.push((port, upstream.clone()));
+                            }
+                        }
                     }
                     if d.name == "location" {
                         inner.location = Some(d.args.join(" "));
@@ -236,6 +253,15 @@ impl NginxConf {
             }
         }
     }
+}
+
+/// The port of a `listen` address (`5432`, `127.0.0.1:5432`,
+/// `[::1]:5432`); `None` for a UNIX socket.
+fn listen_port(address: &str) -> Option<u16> {
+    if address.starts_with("unix:") {
+        return None;
+    }
+    address.rsplit(':').next()?.parse().ok()
 }
 
 /// What a block inherits from the blocks around it.
@@ -578,6 +604,7 @@ stream {
     log_format s '$remote_addr $status "$upstream_addr" $msec';
     upstream db { zone db 64k; server db.test:5432 resolve max_fails=0; }
     server { listen 5432; proxy_pass db; access_log /var/log/nginx/stream.log s; }
+    server { listen 127.0.0.1:6432; listen [::1]:6433; listen unix:/run/db.sock; proxy_pass db; }
 }
 
 # configuration file /etc/nginx/conf.d/app.conf:
@@ -614,6 +641,16 @@ server {
         );
         assert_eq!(be.servers[0].host(), "app.test");
         assert!(be.servers[1].backup && !be.servers[1].resolve);
+        // Each stream listener's port leads to its block's upstream; a
+        // UNIX socket has none. No http server counts.
+        assert_eq!(
+            c.stream_routes,
+            [
+                (5432, "db".to_string()),
+                (6432, "db".into()),
+                (6433, "db".into())
+            ]
+        );
         let wipe = c.upstream(Module::Http, "wipe").unwrap();
         assert_eq!(wipe.servers[0].fail_timeout_ms, 2_000);
         assert!(wipe.servers[1].down);
@@ -670,7 +707,7 @@ server {
             )]
         );
         assert_eq!(to("wipe")[0].1.as_deref(), Some("= /old"));
-        assert_eq!(to("db").len(), 1);
+        assert_eq!(to("db").len(), 2);
         let old = c.locations.iter().find(|l| l.path == "/old").unwrap();
         assert_eq!(
             (old.modifier.as_str(), old.proxy_pass.as_deref()),

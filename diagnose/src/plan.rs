@@ -222,9 +222,10 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
                 options.peers.push((u.name.clone(), addr));
             }
         }
-        // Stream logs are not scored by these rules yet, and a stream
-        // upstream may share an http one's name: http's alone.
-        if u.module == Module::Http {
+        // An http and a stream upstream may share a name: such a name
+        // gets none of these (the logs do not say which one failed).
+        let shared = conf.upstreams.iter().filter(|o| o.name == u.name).count() > 1;
+        if !shared {
             // The fewest of the servers that count failures (0 only when
             // none does).
             let counting = u.servers.iter().map(|s| s.max_fails).filter(|n| *n > 0);
@@ -234,6 +235,9 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
             if !u.zone || (!u.servers.is_empty() && u.servers.iter().all(|s| !s.resolve)) {
                 options.static_upstreams.insert(u.name.clone());
             }
+            if u.servers.iter().any(|s| s.backup) {
+                options.with_backup.insert(u.name.clone());
+            }
         }
         let longest = u.servers.iter().map(|s| s.fail_timeout_ms).max();
         if let (None, Some(ms)) = (cli.fail_timeout_ms, longest) {
@@ -241,6 +245,23 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
                 .fail_timeouts
                 .insert(u.name.clone(), i64::try_from(ms).unwrap_or(i64::MAX));
         }
+    }
+    // Stream ports to the stream upstream their block proxies to; a port
+    // two blocks disagree on tells nothing.
+    let mut disagreed = Vec::new();
+    for (port, upstream) in &conf.stream_routes {
+        if conf.upstream(Module::Stream, upstream).is_none() {
+            continue;
+        }
+        match options.stream_routes.get(port) {
+            Some(u) if u != upstream => disagreed.push(*port),
+            _ => {
+                options.stream_routes.insert(*port, upstream.clone());
+            }
+        }
+    }
+    for port in disagreed {
+        options.stream_routes.remove(&port);
     }
     options.conf_servers.sort();
     options.conf_servers.dedup();

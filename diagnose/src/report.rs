@@ -287,6 +287,7 @@ pub fn json(analysis: &Analysis) -> Value {
             json!({
                 "time": i.time_text,
                 "request": i.request,
+                "connection": i.connection,
                 "upstream": i.upstream,
                 "upstream_addr": i.upstream_addr,
                 "status": i.status,

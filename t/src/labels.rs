@@ -152,7 +152,8 @@ pub fn score(r: &ArmResult, truth: Truth) -> Score {
         accesslog::log_format(module).into(),
         "--json".into(),
     ];
-    score_in(&dir, &args, &r.arm, &r.logs.access, &r.logs.error, truth)
+    let truths = Truths::http(&r.logs.access, &r.logs.error);
+    score_in(&dir, &args, &r.arm, truths, &r.logs.error, truth)
 }
 
 /// Writes `labelled_error` without the module's lines to `dir/error.log`
@@ -163,7 +164,7 @@ pub fn score_in(
     dir: &Path,
     args: &[OsString],
     name: &str,
-    access: &str,
+    truths: Truths,
     labelled_error: &str,
     truth: Truth,
 ) -> Score {
@@ -175,7 +176,42 @@ pub fn score_in(
     if std::env::var_os(KEEP).is_none() {
         let _ = std::fs::remove_dir_all(dir);
     }
-    tally(name, access, labelled_error, truth, &placed)
+    tally(name, truths, truth, &placed)
+}
+
+/// What the truth is read from: the logged failures, each named by a key
+/// (an http request's path; a stream session's `*N`), and the module's
+/// `cause=` per key.
+pub struct Truths {
+    pub entries: Vec<Entry>,
+    pub causes: BTreeMap<String, String>,
+}
+
+impl Truths {
+    /// An http access log in the harness's format (each request its own
+    /// path) and the error log with the module's lines.
+    pub fn http(access: &str, labelled_error: &str) -> Truths {
+        Truths {
+            entries: accesslog::parse(access),
+            causes: causes(labelled_error),
+        }
+    }
+
+    /// Stream sessions, each an [`Entry`] whose path is `*N` (its
+    /// `$connection`), and the module's stream lines by the same `*N`.
+    pub fn stream(entries: Vec<Entry>, labelled_error: &str) -> Truths {
+        let causes = labelled_error
+            .lines()
+            .filter(|l| l.contains(MODULE_MARK) && l.contains("stream upstream \""))
+            .filter_map(|l| {
+                let cause = l.split("cause=").nth(1)?;
+                let cause = cause.split([',', ' ']).next()?.to_string();
+                let id = l.split(' ').find(|w| w.starts_with('*'))?.to_string();
+                Some((id, cause))
+            })
+            .collect();
+        Truths { entries, causes }
+    }
 }
 
 /// The error log without the module's lines: what the tool reads.
@@ -220,7 +256,11 @@ fn run_tool(args: &[OsString]) -> Placements {
     placed.by_path = incidents
         .iter()
         .filter_map(|i| {
-            let path = i["request"].as_str()?.split(' ').nth(1)?.to_string();
+            // A request by its path; a stream session by its `*N`.
+            let path = match i["request"].as_str()?.split(' ').nth(1) {
+                Some(path) => path.to_string(),
+                None => format!("*{}", i["connection"].as_u64()?),
+            };
             let family = i["family"].as_str()?.to_string();
             let reason = i["reason"].as_str().unwrap_or_default().to_string();
             Some((path, (family, reason)))
@@ -232,13 +272,7 @@ fn run_tool(args: &[OsString]) -> Placements {
 /// Scores `placed` against the true families of the 502/504s of `access`
 /// (the harness's format), labelled by `labelled_error` (the error log
 /// with the module's lines) under `truth`.
-fn tally(
-    name: &str,
-    access: &str,
-    labelled_error: &str,
-    truth: Truth,
-    placed: &Placements,
-) -> Score {
+fn tally(name: &str, truths: Truths, truth: Truth, placed: &Placements) -> Score {
     let mut score = Score {
         arm: name.to_string(),
         status: placed.status,
@@ -249,8 +283,11 @@ fn tally(
     if placed.status != 0 {
         return score;
     }
-    let mut causes = causes(labelled_error);
-    for e in accesslog::parse(access) {
+    let Truths {
+        entries,
+        mut causes,
+    } = truths;
+    for e in entries {
         if e.status != 502 && e.status != 504 {
             continue;
         }

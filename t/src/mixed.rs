@@ -49,14 +49,15 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use crate::accesslog::Entry;
 use crate::backend::{Backend, ADDR_A, ADDR_B, ADDR_C};
 use crate::dns::{Answer, DnsServer};
-use crate::labels::{self, Score, Truth};
+use crate::labels::{self, Score, Truth, Truths};
 use crate::load::{open_loop, Client};
 use crate::nginx::{free_port, Config, Flavor, Nginx};
 use crate::rng::Rng;
 use crate::shared::KEEPALIVE_LOCATION;
-use crate::stream::BlackHole;
+use crate::stream::{BlackHole, EchoBackend, Session};
 
 /// Which set of upstreams and faults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +105,11 @@ pub struct Run {
     pub prefix: PathBuf,
     /// Each of [`ACCESS_LOGS`], in its order.
     pub access: Vec<String>,
+    /// Each of [`STREAM_LOGS`], in its order (the readiness sessions
+    /// included).
+    pub stream: Vec<String>,
+    /// Sessions sent, per stream upstream.
+    pub stream_sessions: Vec<(&'static str, usize)>,
     /// The error log, the module's `cause=` lines in it.
     pub error: String,
     /// Requests sent, per upstream, in [`UPSTREAMS`] order.
@@ -171,6 +177,11 @@ struct Parts {
     reset: Resetter,
     /// Ports nobody listens on: `wipe`'s two and `refused`'s.
     closed: [u16; 2],
+    /// The stream part: `srace`'s dead primaries and its backup's echo
+    /// servers, `snx`'s echo servers, and a listen port per upstream.
+    stream_holes: Vec<BlackHole>,
+    stream_echo: [EchoBackend; 3],
+    stream_ports: [u16; 5],
 }
 
 impl Parts {
@@ -193,7 +204,186 @@ impl Parts {
             hole: BlackHole::start().await,
             reset: Resetter::start().await,
             closed: [free_port(), free_port()],
+            stream_holes: {
+                let mut holes = Vec::new();
+                for _ in 0..STREAM_HOLES {
+                    holes.push(BlackHole::start().await);
+                }
+                holes
+            },
+            stream_echo: [
+                EchoBackend::start().await,
+                EchoBackend::start().await,
+                EchoBackend::start().await,
+            ],
+            stream_ports: [
+                free_port(),
+                free_port(),
+                free_port(),
+                free_port(),
+                free_port(),
+            ],
         }
+    }
+}
+
+/// The stream upstreams, each behind its own listener (the table's stream
+/// rows, in [`STREAM_UPSTREAMS`] order).
+pub const STREAM_UPSTREAMS: [&str; 5] = ["srace", "srace2", "snx", "swipe", "srefused"];
+
+/// The dead primaries both race upstreams share (each upstream probes
+/// each once per connect timeout plus `fail_timeout`).
+const STREAM_HOLES: usize = 6;
+
+/// The backup names of the two race upstreams.
+const RACE_NAMES: [&str; 2] = [crate::stream::NAME, "tcp2.test"];
+
+/// The stream access logs nginx writes, by file name under `logs/`, with
+/// their `log_format` name: `$connection` names each session (the
+/// module's `*N` lines carry it), `$server_port` tells its upstream (each
+/// has its own listener), with and without `$session_time`.
+pub const STREAM_LOGS: [(&str, &str); 2] = [
+    ("stream-sessions.log", "sessions"),
+    ("stream-no-session-time.log", "sessions_no_time"),
+];
+
+/// The `stream {}` inside: the module in observe mode, one resolver, the
+/// two logs, and the four upstreams:
+///
+/// - `srace`, `srace2`: six dead primaries (connects time out after 1 s;
+///   then `fail_timeout=1s` out of service) and a resolving backup that
+///   moves at every re-resolve: a session that tried a dead primary
+///   retries into a changed list (generation, 2-hop);
+/// - `snx`: a resolving name answered NXDOMAIN between addresses (empty);
+/// - `swipe`: two refusing peers with `max_fails=1` (unavailable);
+/// - `srefused`: one refusing peer (`other`).
+fn stream_config(layout: Layout, p: &Parts) -> String {
+    let [e0, e1, e2] = [
+        p.stream_echo[0].port(),
+        p.stream_echo[1].port(),
+        p.stream_echo[2].port(),
+    ];
+    let [c0, c1] = p.closed;
+    let fail_timeout = if layout == Layout::HeldOut {
+        "3s"
+    } else {
+        "2s"
+    };
+    let holes: String = p
+        .stream_holes
+        .iter()
+        .map(|h| {
+            format!(
+                "server {}:{} fail_timeout=1s;\n        ",
+                crate::stream::HOLE,
+                h.port()
+            )
+        })
+        .collect();
+    let upstreams = [
+        format!("{holes}server {}:{e0} resolve backup;", RACE_NAMES[0]),
+        format!("{holes}server {}:{e2} resolve backup;", RACE_NAMES[1]),
+        format!("server snx.test:{e1} resolve;"),
+        format!(
+            "server {WIPE_A}:{c1} max_fails=1 fail_timeout={fail_timeout};\n        \
+             server {WIPE_B}:{c1} max_fails=1 fail_timeout={fail_timeout};"
+        ),
+        format!("server {REFUSED}:{c0} max_fails=0;"),
+    ];
+    let mut out = format!(
+        "    resolver ${{DNS}} valid=1s ipv6=off;\n    generation_retry_resnapshot off;\n    \
+         log_format {f0} '$msec $connection $status \"$upstream_addr\" $session_time $server_port';\n    \
+         log_format {f1} '$msec $connection $status \"$upstream_addr\" $server_port';\n    \
+         access_log ${{PREFIX}}/logs/{l0} {f0};\n    access_log ${{PREFIX}}/logs/{l1} {f1};\n",
+        l0 = STREAM_LOGS[0].0,
+        f0 = STREAM_LOGS[0].1,
+        l1 = STREAM_LOGS[1].0,
+        f1 = STREAM_LOGS[1].1,
+    );
+    for ((name, servers), port) in STREAM_UPSTREAMS.iter().zip(upstreams).zip(p.stream_ports) {
+        out.push_str(&format!(
+            "    upstream {name} {{\n        zone {name} 64k;\n        {servers}\n    }}\n    \
+             server {{\n        listen 127.0.0.1:{port};\n        proxy_pass {name};\n        \
+             proxy_connect_timeout 1s;\n    }}\n"
+        ));
+    }
+    out
+}
+
+/// The DNS schedules of the stream names once the load starts.
+fn stream_schedules(layout: Layout, dns: &DnsServer) {
+    use crate::stream::{NEW, OLD};
+    let a = |ip: Ipv4Addr| Answer::A(vec![ip]);
+    let nx = match layout {
+        Layout::Tuning => Answer::Cycle(vec![a(OLD), a(NEW), Answer::NxDomain]),
+        Layout::HeldOut => Answer::Cycle(vec![a(OLD), Answer::NxDomain, a(NEW), Answer::NxDomain]),
+    };
+    for name in RACE_NAMES {
+        dns.set(name, Answer::rotate(&[OLD, NEW]));
+    }
+    dns.set("snx.test", nx);
+}
+
+/// Sessions at `rate` a second for `duration`, each to one stream
+/// upstream's listener drawn by the seed (a quarter each to the two race
+/// upstreams and `snx`); returns how many went to each.
+async fn stream_load(p: &Parts, seed: u64, rate: f64, duration: Duration) -> Vec<usize> {
+    let mut rng = Rng::new(seed ^ 0x5eed);
+    let total = (duration.as_secs_f64() * rate).round() as usize;
+    let picks: Vec<usize> = (0..total)
+        .map(|_| match rng.next_u64() % 8 {
+            0 | 1 => 0,
+            2 | 3 => 1,
+            4 | 5 => 2,
+            k => k as usize - 3,
+        })
+        .collect();
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let start = tokio::time::Instant::now();
+    let mut sessions = Vec::with_capacity(total);
+    for (i, k) in picks.iter().enumerate() {
+        tokio::time::sleep_until(start + interval.mul_f64(i as f64)).await;
+        let addr = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, p.stream_ports[*k]));
+        sessions.push(tokio::spawn(async move {
+            let s = Session::open(addr, format!("session {i}\n").into_bytes()).await;
+            let _ = s.reply(Duration::from_secs(10)).await;
+        }));
+    }
+    for s in sessions {
+        s.await.expect("a session task");
+    }
+    (0..STREAM_UPSTREAMS.len())
+        .map(|k| picks.iter().filter(|p| **p == k).count())
+        .collect()
+}
+
+/// Readiness of the stream names: a session through each race upstream's
+/// listener and `snx`'s that an echo server answered, all three at once
+/// (a race upstream's first session spends a connect timeout on each dead
+/// primary).
+async fn stream_ready(p: &Parts) {
+    let ready: Vec<_> = p.stream_ports[..3]
+        .iter()
+        .map(|port| {
+            let addr = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, *port));
+            tokio::spawn(async move {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                loop {
+                    let s = Session::open(addr, b"ready".to_vec()).await;
+                    let r = s.reply(Duration::from_secs(10)).await;
+                    if r.as_ref().is_ok_and(|r| r.split().is_some()) {
+                        return;
+                    }
+                    assert!(
+                        Instant::now() < deadline,
+                        "stream listener {addr} never ready: {r:?}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for r in ready {
+        r.await.expect("a readiness task");
     }
 }
 
@@ -340,6 +530,7 @@ fn config(layout: Layout, p: &Parts) -> Config {
         comb = ACCESS_LOGS[2].0,
     );
     Config::new(Flavor::with_module(), http)
+        .stream(stream_config(layout, p))
         .var("DNS", p.dns.addr())
         .workers(2)
 }
@@ -352,15 +543,27 @@ pub async fn run(opts: &Options) -> Run {
         dns.set_a(name, ADDR_A);
     }
     dns.set("wipe.test", Answer::A(vec![WIPE_A, WIPE_B]));
+    for name in RACE_NAMES {
+        dns.set_a(name, crate::stream::OLD);
+    }
+    dns.set_a("snx.test", crate::stream::OLD);
     let config = config(opts.layout, &parts);
     let nginx = Nginx::start(&config);
     let client = Client::new(nginx.url(""));
     for name in ["move1", "move2", "nx"] {
         wait_ready(&client, name).await;
     }
+    stream_ready(&parts).await;
+    // Readiness sessions have ended, so they are logged.
+    let ready_sessions =
+        std::fs::read_to_string(nginx.prefix().join("logs").join(STREAM_LOGS[0].0))
+            .unwrap_or_default()
+            .lines()
+            .count();
     let conf_dump = dump(&config, &nginx);
 
     schedules(opts.layout, dns);
+    stream_schedules(opts.layout, dns);
     for (i, b) in parts.moving.iter().enumerate() {
         b.set_reclaim_after(0.25, opts.seed + i as u64, Duration::from_millis(900));
     }
@@ -369,16 +572,21 @@ pub async fn run(opts: &Options) -> Run {
         let total = (opts.duration.as_secs_f64() * opts.rate).round() as usize;
         (0..total).map(|_| pick(&mut rng)).collect()
     };
-    let sent = open_loop(&client, opts.rate, opts.duration, |i| {
-        let name = UPSTREAMS[choices[i as usize]];
-        (Method::GET, format!("/{name}/{i}"), None)
-    })
-    .await;
+    let (sent, sessions) = tokio::join!(
+        open_loop(&client, opts.rate, opts.duration, |i| {
+            let name = UPSTREAMS[choices[i as usize]];
+            (Method::GET, format!("/{name}/{i}"), None)
+        }),
+        stream_load(&parts, opts.seed, STREAM_RATE, opts.duration)
+    );
     let access = logged(&nginx, sent.len()).await;
+    let stream = stream_logged(&nginx, ready_sessions + sessions.iter().sum::<usize>()).await;
     let run = Run {
         conf_dump,
         prefix: nginx.prefix().to_path_buf(),
         access,
+        stream,
+        stream_sessions: STREAM_UPSTREAMS.iter().copied().zip(sessions).collect(),
         error: nginx.error_log(),
         sent: UPSTREAMS
             .iter()
@@ -415,6 +623,32 @@ async fn logged(nginx: &Nginx, n: usize) -> Vec<String> {
             "the access logs hold {load} of {n} load requests, lines per log {lines:?}"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Stream sessions a second, beside the http load.
+const STREAM_RATE: f64 = 80.0;
+
+/// The stream logs once each holds `n` sessions (a session is logged when
+/// it ends: up to two connect timeouts after it started).
+async fn stream_logged(nginx: &Nginx, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let texts: Vec<String> = STREAM_LOGS
+            .iter()
+            .map(|(file, _)| {
+                std::fs::read_to_string(nginx.prefix().join("logs").join(file)).unwrap_or_default()
+            })
+            .collect();
+        let lines: Vec<usize> = texts.iter().map(|t| t.lines().count()).collect();
+        if lines[0] >= n && lines.iter().all(|l| *l == lines[0]) {
+            return texts;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stream logs hold {lines:?} sessions of at least {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -460,16 +694,31 @@ async fn wait_ready(client: &Client, name: &str) {
     }
 }
 
-/// Scores the tool on `run`'s access log number `log` (of
+/// Scores the tool on `run`'s http access log number `log` (of
 /// [`ACCESS_LOGS`]) and the error log without the module's lines, told
 /// nothing but the configuration: `nginx -T` as nginx printed it, with the
-/// other access logs taken out and the logs' paths moved to where the
-/// scored copies are. The truth is read from the harness's own log (the
-/// same requests) and the module's lines.
+/// other access logs (http and stream) taken out and the logs' paths moved
+/// to where the scored copies are. The truth is read from the harness's
+/// own log (the same requests) and the module's lines.
 pub fn score(run: &Run, log: usize, name: &str) -> Score {
+    let truths = Truths::http(&run.access[0], &run.error);
+    score_file(run, ACCESS_LOGS[log].0, &run.access[log], truths, name)
+}
+
+/// The same for the stream access log number `log` (of [`STREAM_LOGS`]):
+/// the truth is each session's `$connection` in the first stream log and
+/// the module's stream lines of that `*N`.
+pub fn score_stream(run: &Run, log: usize, name: &str) -> Score {
+    let entries = run.stream[0].lines().filter_map(stream_entry).collect();
+    let truths = Truths::stream(entries, &run.error);
+    score_file(run, STREAM_LOGS[log].0, &run.stream[log], truths, name)
+}
+
+/// Writes `text` as the one access log `file` the configuration keeps,
+/// and scores the tool on it (see [`score`]).
+fn score_file(run: &Run, file: &str, text: &str, truths: Truths, name: &str) -> Score {
     let dir = labels::scratch_dir(name);
-    let (file, _) = ACCESS_LOGS[log];
-    std::fs::write(dir.join(file), &run.access[log]).expect("write the access log");
+    std::fs::write(dir.join(file), text).expect("write the access log");
     let logs = format!("{}/logs/", run.prefix.display());
     let conf: String = run
         .conf_dump
@@ -482,19 +731,43 @@ pub fn score(run: &Run, log: usize, name: &str) -> Score {
     let conf_file = dir.join("nginx-T.txt");
     std::fs::write(&conf_file, conf).expect("write nginx -T");
     let args: Vec<OsString> = vec!["--nginx-conf".into(), conf_file.into(), "--json".into()];
-    labels::score_in(
-        &dir,
-        &args,
-        name,
-        &run.access[0],
-        &run.error,
-        Truth::ModuleLines,
-    )
+    labels::score_in(&dir, &args, name, truths, &run.error, Truth::ModuleLines)
+}
+
+/// One stream session of [`STREAM_LOGS`]' first format (`$msec
+/// $connection $status "$upstream_addr" $session_time $server_port`) as an
+/// [`Entry`] named `*N`.
+fn stream_entry(line: &str) -> Option<Entry> {
+    let mut quoted = line.split('"');
+    let head = quoted.next()?;
+    let upstream_addr = quoted.next()?;
+    let mut words = head.split_whitespace();
+    let msec = words.next()?.parse().ok()?;
+    let connection: u64 = words.next()?.parse().ok()?;
+    let status = words.next()?.parse().ok()?;
+    Some(Entry {
+        msec,
+        status,
+        hops: crate::accesslog::parse_upstream_addr(upstream_addr),
+        method: String::new(),
+        path: format!("*{connection}"),
+        request_time: 0.0,
+        resnapshots: None,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_session_line_is_named_by_its_connection() {
+        let e = stream_entry(r#"1796252587.597 41 502 "127.0.0.2:9, srace" 1.002"#).unwrap();
+        assert_eq!(e.path, "*41");
+        assert_eq!(e.status, 502);
+        assert_eq!(e.shape(), crate::accesslog::Shape::TwoHop { attempts: 1 });
+        assert!(stream_entry("garbage").is_none());
+    }
 
     #[test]
     fn shares_sum_to_one_and_every_upstream_is_drawn() {

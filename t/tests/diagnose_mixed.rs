@@ -44,7 +44,28 @@ fn mixed_scores(opts: mixed::Options) -> Vec<Score> {
         })
         .collect();
     eprintln!("sent: {:?}", run.sent);
-    scores
+    let streams: Vec<Score> = mixed::STREAM_LOGS
+        .iter()
+        .enumerate()
+        .map(|(k, (file, format))| {
+            let s = mixed::score_stream(
+                &run,
+                k,
+                &format!(
+                    "{} seed {} {file} ({format})",
+                    opts.layout.name(),
+                    opts.seed
+                ),
+            );
+            eprintln!("{}", s.line());
+            for m in &s.misplaced {
+                eprintln!("    misplaced: {m}");
+            }
+            s
+        })
+        .collect();
+    eprintln!("sessions: {:?}", run.stream_sessions);
+    scores.into_iter().chain(streams).collect()
 }
 
 /// The rules' tuning set: what a change to the rules may be studied on

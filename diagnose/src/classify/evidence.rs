@@ -36,7 +36,8 @@ impl<'a> Classifier<'a> {
     }
 
     /// `unavailable`, if a peer of `u` is out of service at `t` (see
-    /// [`Classifier::down_peer`]).
+    /// [`Classifier::down_peer`]) and `u` has no `backup` server (nginx
+    /// turns to the backups when its primaries are out).
     pub(super) fn unavailable(
         &self,
         s: &Skeleton,
@@ -45,6 +46,9 @@ impl<'a> Classifier<'a> {
         peer_errors: bool,
         held: Option<&BTreeSet<u32>>,
     ) -> Option<Verdict> {
+        if self.data.options.with_backup.contains(u) {
+            return None;
+        }
         let ei = self.down_peer(s, u, t, peer_errors, held)?;
         let kept = &self.data.errors[ei];
         let peer = self.data.error_upstream(kept).unwrap_or("a peer");

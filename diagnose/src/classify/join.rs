@@ -121,6 +121,7 @@ impl Classifier<'_> {
             request: a.request_key(),
             client: a.client_key(),
         };
+        let connection = key.connection;
         let mut own_errors: Vec<usize> = joined.into_iter().collect();
         own_errors.extend(self.own_lines(&key, a.time_ms, joined));
         own_errors.sort_unstable();
@@ -141,6 +142,7 @@ impl Classifier<'_> {
             prev_addr,
             tried,
             start_ms: a.start_ms(),
+            connection,
             access: Some(fi),
             no_live: joined,
             own_errors,
@@ -177,6 +179,7 @@ impl Classifier<'_> {
             },
             tried: prev_addr.iter().cloned().collect(),
             start_ms: None,
+            connection: e.connection(),
             prev_addr,
             access: None,
             no_live: Some(ei),

@@ -100,6 +100,9 @@ pub struct Incident {
     /// The request line (`""` if unknown, or until read back: see
     /// [`crate::Analysis::wanted`]).
     pub request: String,
+    /// The connection number (`$connection`, else the `no live upstreams`
+    /// line's `*CID`), if either is known: a stream session's only name.
+    pub connection: Option<u64>,
     /// The upstream's name (`-` if unknown).
     pub upstream: String,
     /// `$upstream_addr` as logged (`""` without an access line).
@@ -155,6 +158,9 @@ struct Skeleton {
     tried: Vec<String>,
     /// When the request started, with `$request_time`.
     start_ms: Option<i64>,
+    /// The connection (`$connection`, else the joined error line's
+    /// `*CID`).
+    connection: Option<u64>,
     access: Option<usize>,
     no_live: Option<usize>,
     own_errors: Vec<usize>,
@@ -381,6 +387,7 @@ impl<'a> Classifier<'a> {
             time_text: s.time_text.clone(),
             status: s.status,
             request: String::new(),
+            connection: s.connection,
             upstream: s.upstream.clone().unwrap_or_else(|| "-".to_string()),
             upstream_addr: s.upstream_addr.clone(),
             shape: s.shape,

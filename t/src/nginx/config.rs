@@ -183,6 +183,7 @@ impl Config {
                  $bytes_received|$bytes_sent|$upstream_connect_time|$msec|$server_port';\n    \
                  access_log {p}/logs/stream.log stream_log;\n{}\n}}\n",
                 self.substitute(&self.stream, port)
+                    .replace("${PREFIX}", &p.to_string())
             )
         };
         // An nginx whose stream module is dynamic (Debian's) names it in
