@@ -65,6 +65,10 @@ pub struct Options {
     /// Upstreams with a `backup` server: a primary out of service sends
     /// nginx to the backups, so it is no sign that none was usable.
     pub with_backup: BTreeSet<String>,
+    /// Per upstream with a `backup` server, its static primary peers (as
+    /// logged): a retry refused after them was refused on the backups'
+    /// list, which they are not part of.
+    pub primary_peers: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Default for Options {
@@ -80,6 +84,7 @@ impl Default for Options {
             static_upstreams: BTreeSet::new(),
             with_backup: BTreeSet::new(),
             stream_routes: BTreeMap::new(),
+            primary_peers: BTreeMap::new(),
             routes: Vec::new(),
             conf_servers: Vec::new(),
         }

@@ -219,6 +219,13 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
                     .conf_servers
                     .push((u.name.clone(), s.host().to_string()));
             } else if let Some(addr) = logged_address(u.module, &s.address) {
+                if !s.backup && u.servers.iter().any(|b| b.backup) {
+                    options
+                        .primary_peers
+                        .entry(u.name.clone())
+                        .or_default()
+                        .insert(addr.clone());
+                }
                 options.peers.push((u.name.clone(), addr));
             }
         }

@@ -185,6 +185,10 @@ pub fn score_in(
 pub struct Truths {
     pub entries: Vec<Entry>,
     pub causes: BTreeMap<String, String>,
+    /// Stream sessions: only incidents without a request are counted
+    /// (the error log also holds the other protocol's failures, which the
+    /// tool reports from their error lines alone).
+    pub stream: bool,
 }
 
 impl Truths {
@@ -194,6 +198,7 @@ impl Truths {
         Truths {
             entries: accesslog::parse(access),
             causes: causes(labelled_error),
+            stream: false,
         }
     }
 
@@ -210,7 +215,11 @@ impl Truths {
                 Some((id, cause))
             })
             .collect();
-        Truths { entries, causes }
+        Truths {
+            entries,
+            causes,
+            stream: true,
+        }
     }
 }
 
@@ -230,8 +239,9 @@ struct Placements {
     /// The tool's exit status and what it wrote to stderr.
     pub status: i32,
     pub stderr: String,
-    /// Incidents reported.
+    /// Incidents reported: http requests, stream sessions.
     pub incidents: usize,
+    pub sessions: usize,
     pub by_path: BTreeMap<String, (String, String)>,
 }
 
@@ -252,7 +262,11 @@ fn run_tool(args: &[OsString]) -> Placements {
         .as_array()
         .map(|a| a.as_slice())
         .unwrap_or_default();
-    placed.incidents = incidents.len();
+    placed.sessions = incidents
+        .iter()
+        .filter(|i| i["request"].as_str().is_none_or(str::is_empty))
+        .count();
+    placed.incidents = incidents.len() - placed.sessions;
     placed.by_path = incidents
         .iter()
         .filter_map(|i| {
@@ -277,7 +291,11 @@ fn tally(name: &str, truths: Truths, truth: Truth, placed: &Placements) -> Score
         arm: name.to_string(),
         status: placed.status,
         stderr: placed.stderr.clone(),
-        incidents: placed.incidents,
+        incidents: if truths.stream {
+            placed.sessions
+        } else {
+            placed.incidents
+        },
         ..Score::default()
     };
     if placed.status != 0 {
@@ -286,6 +304,7 @@ fn tally(name: &str, truths: Truths, truth: Truth, placed: &Placements) -> Score
     let Truths {
         entries,
         mut causes,
+        ..
     } = truths;
     for e in entries {
         if e.status != 502 && e.status != 504 {

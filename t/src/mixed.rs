@@ -181,7 +181,7 @@ struct Parts {
     /// servers, `snx`'s echo servers, and a listen port per upstream.
     stream_holes: Vec<BlackHole>,
     stream_echo: [EchoBackend; 3],
-    stream_ports: [u16; 5],
+    stream_ports: [u16; 6],
 }
 
 impl Parts {
@@ -222,6 +222,7 @@ impl Parts {
                 free_port(),
                 free_port(),
                 free_port(),
+                free_port(),
             ],
         }
     }
@@ -229,14 +230,16 @@ impl Parts {
 
 /// The stream upstreams, each behind its own listener (the table's stream
 /// rows, in [`STREAM_UPSTREAMS`] order).
-pub const STREAM_UPSTREAMS: [&str; 5] = ["srace", "srace2", "snx", "swipe", "srefused"];
+pub const STREAM_UPSTREAMS: [&str; 6] = ["srace", "srace2", "srace3", "snx", "swipe", "srefused"];
 
 /// The dead primaries both race upstreams share (each upstream probes
 /// each once per connect timeout plus `fail_timeout`).
 const STREAM_HOLES: usize = 6;
 
-/// The backup names of the two race upstreams.
-const RACE_NAMES: [&str; 2] = [crate::stream::NAME, "tcp2.test"];
+/// The backup names of the three race upstreams (each race upstream
+/// yields about one race per primary per two seconds: three of them give
+/// the run enough races to score).
+const RACE_NAMES: [&str; 3] = [crate::stream::NAME, "tcp2.test", "tcp3.test"];
 
 /// The stream access logs nginx writes, by file name under `logs/`, with
 /// their `log_format` name: `$connection` names each session (the
@@ -248,12 +251,15 @@ pub const STREAM_LOGS: [(&str, &str); 2] = [
 ];
 
 /// The `stream {}` inside: the module in observe mode, one resolver, the
-/// two logs, and the four upstreams:
+/// two logs, and the six upstreams, each behind a listener with
+/// `proxy_half_close on` (a client half-closes after its payload; without
+/// it nginx ends a session whose connect waited, before the echo comes
+/// back, and readiness never sees one):
 ///
-/// - `srace`, `srace2`: six dead primaries (connects time out after 1 s;
-///   then `fail_timeout=1s` out of service) and a resolving backup that
-///   moves at every re-resolve: a session that tried a dead primary
-///   retries into a changed list (generation, 2-hop);
+/// - `srace`, `srace2`, `srace3`: six dead primaries (connects time out
+///   after 1 s, then `fail_timeout=1s` out of service) and a resolving
+///   backup that moves at every re-resolve: a session that tried a dead
+///   primary retries into a changed list (generation, 2-hop);
 /// - `snx`: a resolving name answered NXDOMAIN between addresses (empty);
 /// - `swipe`: two refusing peers with `max_fails=1` (unavailable);
 /// - `srefused`: one refusing peer (`other`).
@@ -283,6 +289,7 @@ fn stream_config(layout: Layout, p: &Parts) -> String {
     let upstreams = [
         format!("{holes}server {}:{e0} resolve backup;", RACE_NAMES[0]),
         format!("{holes}server {}:{e2} resolve backup;", RACE_NAMES[1]),
+        format!("{holes}server {}:{e0} resolve backup;", RACE_NAMES[2]),
         format!("server snx.test:{e1} resolve;"),
         format!(
             "server {WIPE_A}:{c1} max_fails=1 fail_timeout={fail_timeout};\n        \
@@ -304,7 +311,7 @@ fn stream_config(layout: Layout, p: &Parts) -> String {
         out.push_str(&format!(
             "    upstream {name} {{\n        zone {name} 64k;\n        {servers}\n    }}\n    \
              server {{\n        listen 127.0.0.1:{port};\n        proxy_pass {name};\n        \
-             proxy_connect_timeout 1s;\n    }}\n"
+             proxy_connect_timeout 1s;\n        proxy_half_close on;\n    }}\n"
         ));
     }
     out
@@ -325,17 +332,16 @@ fn stream_schedules(layout: Layout, dns: &DnsServer) {
 }
 
 /// Sessions at `rate` a second for `duration`, each to one stream
-/// upstream's listener drawn by the seed (a quarter each to the two race
-/// upstreams and `snx`); returns how many went to each.
+/// upstream's listener drawn by the seed (a fifth each to the three race
+/// upstreams and `snx`, a tenth each to the others); returns how many went
+/// to each.
 async fn stream_load(p: &Parts, seed: u64, rate: f64, duration: Duration) -> Vec<usize> {
     let mut rng = Rng::new(seed ^ 0x5eed);
     let total = (duration.as_secs_f64() * rate).round() as usize;
     let picks: Vec<usize> = (0..total)
-        .map(|_| match rng.next_u64() % 8 {
-            0 | 1 => 0,
-            2 | 3 => 1,
-            4 | 5 => 2,
-            k => k as usize - 3,
+        .map(|_| match rng.next_u64() % 10 {
+            k @ 0..8 => k as usize / 2,
+            k => k as usize - 4,
         })
         .collect();
     let interval = Duration::from_secs_f64(1.0 / rate);
@@ -358,11 +364,11 @@ async fn stream_load(p: &Parts, seed: u64, rate: f64, duration: Duration) -> Vec
 }
 
 /// Readiness of the stream names: a session through each race upstream's
-/// listener and `snx`'s that an echo server answered, all three at once
+/// listener and `snx`'s that an echo server answered, all four at once
 /// (a race upstream's first session spends a connect timeout on each dead
 /// primary).
 async fn stream_ready(p: &Parts) {
-    let ready: Vec<_> = p.stream_ports[..3]
+    let ready: Vec<_> = p.stream_ports[..=RACE_NAMES.len()]
         .iter()
         .map(|port| {
             let addr = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, *port));

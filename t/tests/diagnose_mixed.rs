@@ -86,13 +86,13 @@ fn tuning_set_scores() {
 const MIN_MEMBERS: usize = 20;
 
 /// The share of each family the tool must place right on the held-out
-/// set, per access log of [`mixed::ACCESS_LOGS`] (measured: docs/results.md,
+/// set, per access log of [`mixed::ACCESS_LOGS`], then of [`mixed::STREAM_LOGS`] (measured: docs/results.md,
 /// "Diagnosis on one nginx's mixed logs", with a margin for run-to-run
 /// timing). `combined` has whole seconds and no `$request_time`: it cannot
 /// tell a change in flight from one a second away, and its floors say so.
 /// `other` is held to the lab's 99% in every format, being decided by
 /// shape on both sides.
-const HELD_OUT_SHARE: [[(&str, f64); 4]; 3] = [
+const HELD_OUT_SHARE: [[(&str, f64); 4]; 5] = [
     [
         ("generation-retry", 0.95),
         ("unavailable", 0.98),
@@ -111,6 +111,20 @@ const HELD_OUT_SHARE: [[(&str, f64); 4]; 3] = [
         ("empty", 0.45),
         ("other", 0.99),
     ],
+    // The stream logs of [`mixed::STREAM_LOGS`]: a race at the run's end
+    // has no session after it to show the change.
+    [
+        ("generation-retry", 0.85),
+        ("unavailable", 0.98),
+        ("empty", 0.95),
+        ("other", 0.99),
+    ],
+    [
+        ("generation-retry", 0.85),
+        ("unavailable", 0.98),
+        ("empty", 0.95),
+        ("other", 0.99),
+    ],
 ];
 
 /// The held-out set, scored: every family but `generation-first` (which
@@ -124,6 +138,7 @@ fn the_tool_places_each_family_of_one_nginxs_mixed_logs_held_out() {
         rate: 300.0,
         duration: std::time::Duration::from_secs(12),
     });
+    assert_eq!(scores.len(), HELD_OUT_SHARE.len(), "a floor per log");
     let mut failed = Vec::new();
     for (s, floors) in scores.iter().zip(HELD_OUT_SHARE) {
         if s.status != 0 || !s.unlabelled.is_empty() || s.incidents != s.errors_logged {

@@ -21,15 +21,32 @@ impl Classifier<'_> {
     ///    seen by the refusal), or a
     ///    peer of the upstream disabled or failing within fail_timeout and
     ///    not serving since: `unavailable`;
-    /// 4. else a list of one peer (nginx never marks a single peer down)
-    ///    or a change seen in the window: `generation-retry`; else
+    /// 4. else a list of one peer (nginx never marks a single peer down;
+    ///    with `backup` servers, the static primaries the request tried
+    ///    are not counted: the retry was refused on the backups' list) or a
+    ///    change seen in the window: `generation-retry`; else
     ///    `unavailable`.
     pub(super) fn decide_retry(&self, s: &Skeleton, u: &str, around: &Around) -> Verdict {
         let t = s.time_ms;
         let timeline = &self.data.timeline;
         let start = s.start_ms.unwrap_or(t - self.window / 2).min(t);
+        // With backups, the primaries the request tried are not in the
+        // backups' list its retry was refused on.
+        let primary = |a: &str| {
+            self.data
+                .options
+                .primary_peers
+                .get(u)
+                .is_some_and(|p| p.contains(a))
+        };
         let mut held = timeline.seen_ids(u, start - HELD_MS, start);
-        let tried: BTreeSet<u32> = s.tried.iter().filter_map(|a| timeline.addr_id(a)).collect();
+        held.retain(|id| !primary(timeline.addr(*id)));
+        let tried: BTreeSet<u32> = s
+            .tried
+            .iter()
+            .filter(|a| !primary(a))
+            .filter_map(|a| timeline.addr_id(a))
+            .collect();
         // The request tried every peer the list held, each seen serving
         // before it started: nginx refuses the next selection for that
         // alone, so only a change seen by the refusal (not just after it)
