@@ -404,3 +404,47 @@ fn max_fails_counts_errors_since_the_peers_last_success() {
         );
     }
 }
+
+/// A was disabled (by another request) just before a request tried it;
+/// its retry was refused with B serving throughout and C coming after:
+/// the retry skips A (tried) whatever its state, so A being out is not why
+/// it was refused, and with B usable the change makes it the race.
+#[test]
+fn a_tried_peer_out_of_service_is_not_why_its_retry_was_refused() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 1_000);
+    l.serve(B, 10, 3_000);
+    l.error(
+        1_000,
+        "warn",
+        "*7 upstream server temporarily disabled while reading response header from upstream, \
+         client: 10.9.9.9, server: , request: \"GET /x HTTP/1.1\", upstream: \"http://10.0.0.1:80/x\"",
+    );
+    l.access(1_200, 150, 502, &format!("{A}, be"));
+    l.serve(C, 1_600, 3_000);
+    let got = l.families();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, Family::GenerationRetry, "{}", got[0].2);
+}
+
+/// The same with only A seen serving before the request: a retry needs a
+/// second peer (nginx gives a request as many tries as the list has
+/// peers), and nginx marks a peer down only in a list of two or more, so
+/// the list's others were there and not serving; A, the request's own
+/// peer, disabled by another request, is the sign of that: `unavailable`.
+#[test]
+fn a_tried_peer_disabled_where_no_other_peer_served_is_unavailable() {
+    let mut l = Logs::default();
+    l.serve(A, 0, 1_000);
+    l.error(
+        1_000,
+        "warn",
+        "*7 upstream server temporarily disabled while reading response header from upstream, \
+         client: 10.9.9.9, server: , request: \"GET /x HTTP/1.1\", upstream: \"http://10.0.0.1:80/x\"",
+    );
+    l.access(1_200, 150, 502, &format!("{A}, be"));
+    l.serve(C, 1_600, 3_000);
+    let got = l.families();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, Family::Unavailable, "{}", got[0].2);
+}

@@ -118,8 +118,9 @@ impl<'a> Classifier<'a> {
     /// temporarily disabled` line, or with `peer_errors` (a list of two or
     /// more) a peer-error line, for one of `u`'s addresses within
     /// fail_timeout before `t` (its second included), not the request's
-    /// own, with that address among `held` (when given), and not serving
-    /// since (a success re-enables a peer).
+    /// own line nor about a peer it tried (where `held` has a peer it did
+    /// not try), with that address among `held` (when given), and not
+    /// serving since (a success re-enables a peer).
     fn down_peer(
         &self,
         s: &Skeleton,
@@ -129,6 +130,10 @@ impl<'a> Classifier<'a> {
         held: Option<&BTreeSet<u32>>,
     ) -> Option<usize> {
         let timeline = &self.data.timeline;
+        let untried_held = held.is_some_and(|h| {
+            h.iter()
+                .any(|id| !s.tried.iter().any(|a| timeline.addr(*id) == a))
+        });
         // An error line's time is its second's start: `t`'s own second is
         // in.
         self.errors_between(t - self.lookback(u), t)
@@ -146,6 +151,14 @@ impl<'a> Classifier<'a> {
                 let Some(host) = self.data.error_upstream(kept) else {
                     return false;
                 };
+                // A peer the request tried is skipped by its retry anyway:
+                // where the list held another peer, its being out is not
+                // why the retry was refused. (Where traffic showed no
+                // other, the list's others, which a retry needs, were not
+                // serving: the tried peer failing is the sign of that.)
+                if s.tried.iter().any(|a| a == host) && untried_held {
+                    return false;
+                }
                 let id = timeline.addr_id(host);
                 if held.is_some_and(|h| id.is_none_or(|id| !h.contains(&id))) {
                     return false;
