@@ -86,9 +86,9 @@ fn tuning_set_scores() {
 const MIN_MEMBERS: usize = 20;
 
 /// The share of each family the tool must place right on the held-out
-/// set, per access log of [`mixed::ACCESS_LOGS`], then of [`mixed::STREAM_LOGS`] (measured: docs/results.md,
-/// "Diagnosis on one nginx's mixed logs", with a margin for run-to-run
-/// timing). `combined` has whole seconds and no `$request_time`: it cannot
+/// set, per access log of [`mixed::ACCESS_LOGS`], then of
+/// [`mixed::STREAM_LOGS`] (measured: diagnose/README.md, "Accuracy", six
+/// runs, with a margin under the lowest run for run-to-run timing). `combined` has whole seconds and no `$request_time`: it cannot
 /// tell a change in flight from one a second away, and its floors say so.
 /// `other` is held to the lab's 99% in every format, being decided by
 /// shape on both sides.
@@ -106,9 +106,9 @@ const HELD_OUT_SHARE: [[(&str, f64); 4]; 5] = [
         ("other", 0.99),
     ],
     [
-        ("generation-retry", 0.40),
+        ("generation-retry", 0.70),
         ("unavailable", 0.97),
-        ("empty", 0.45),
+        ("empty", 0.75),
         ("other", 0.99),
     ],
     // The stream logs of [`mixed::STREAM_LOGS`]: a race at the run's end
