@@ -47,6 +47,19 @@ impl Logs {
         }
     }
 
+    /// Another request's (`*7`) `temporarily disabled` line for `addr`.
+    fn disabled(&mut self, ms: i64, addr: &str) {
+        self.error(
+            ms,
+            "warn",
+            &format!(
+                "*7 upstream server temporarily disabled while reading response header from \
+                 upstream, client: 10.9.9.9, server: , request: \"GET /x HTTP/1.1\", \
+                 upstream: \"http://{addr}/x\""
+            ),
+        );
+    }
+
     fn error(&mut self, ms: i64, level: &str, message: &str) {
         self.error.push(format!(
             "2026/12/01 07:00:{:02} [{level}] 11#11: {message}",
@@ -107,12 +120,7 @@ fn an_unchanged_list_with_its_peers_down_is_unavailable() {
     let mut l = Logs::default();
     l.serve(A, 0, 1_000);
     l.serve(B, 10, 900);
-    l.error(
-        950,
-        "warn",
-        "*7 upstream server temporarily disabled while reading response header from upstream, \
-         client: 10.9.9.9, server: , request: \"GET /x HTTP/1.1\", upstream: \"http://10.0.0.2:80/x\"",
-    );
+    l.disabled(950, B);
     l.access(1_250, 200, 502, &format!("{A}, be"));
     for ms in (1_260..1_900).step_by(20) {
         l.access(ms, 0, 502, "be");
@@ -414,12 +422,7 @@ fn a_tried_peer_out_of_service_is_not_why_its_retry_was_refused() {
     let mut l = Logs::default();
     l.serve(A, 0, 1_000);
     l.serve(B, 10, 3_000);
-    l.error(
-        1_000,
-        "warn",
-        "*7 upstream server temporarily disabled while reading response header from upstream, \
-         client: 10.9.9.9, server: , request: \"GET /x HTTP/1.1\", upstream: \"http://10.0.0.1:80/x\"",
-    );
+    l.disabled(1_000, A);
     l.access(1_200, 150, 502, &format!("{A}, be"));
     l.serve(C, 1_600, 3_000);
     let got = l.families();
@@ -436,12 +439,7 @@ fn a_tried_peer_out_of_service_is_not_why_its_retry_was_refused() {
 fn a_tried_peer_disabled_where_no_other_peer_served_is_unavailable() {
     let mut l = Logs::default();
     l.serve(A, 0, 1_000);
-    l.error(
-        1_000,
-        "warn",
-        "*7 upstream server temporarily disabled while reading response header from upstream, \
-         client: 10.9.9.9, server: , request: \"GET /x HTTP/1.1\", upstream: \"http://10.0.0.1:80/x\"",
-    );
+    l.disabled(1_000, A);
     l.access(1_200, 150, 502, &format!("{A}, be"));
     l.serve(C, 1_600, 3_000);
     let got = l.families();
