@@ -126,9 +126,10 @@ external     build nginx with other flags and the module against it (NGINX_BUILD
              --add-dynamic-module) into target/nginx/{NGINX_VERSION}/external/, then
              run t/tests/external.rs
 lab          build, then stock nginx beside nginx with the module under the same
-             load and faults; `cargo xtask lab --help` for its options
+             load and faults; `cargo xtask lab --help` for its options;
+             --nginx VERSION and --nginx-source PATH as for build (one nginx)
 bench        build, then stock vs module on vs module off: throughput and latency
-             ratios, and the cost of a rescue
+             ratios, and the cost of a rescue; --nginx, --nginx-source as lab
 valgrind     build, then the race scenarios (every balancer row) and a short lab
              with nginx under valgrind memcheck; `--ci` for nginx-test's subset
 check        cargo fmt --all --check, then cargo clippy --workspace --all-targets
@@ -168,10 +169,14 @@ fn external(extra: &[String]) -> Result {
     run_tests(&mut cmd, &mut TestTotals::default())
 }
 
-/// `cargo xtask lab|bench [options]`: that binary of the harness, in release.
+/// `cargo xtask lab|bench [--nginx VERSION] [--nginx-source PATH]
+/// [options]`: that binary of the harness, in release, against the nginx
+/// (stock, module, patched) of that version; the other options are the
+/// binary's.
 fn harness_bin(bin: &str, args: &[String]) -> Result {
-    let install_dir = build::build()?;
-    run(harness_command(bin, &install_dir).args(args))
+    let (version, source, rest) = versions::parse_one_among(args)?;
+    let built = build::build_version(&version, source.as_deref())?;
+    run(harness_command(bin, &built.install).args(rest))
 }
 
 #[cfg(test)]

@@ -133,10 +133,58 @@ pub fn source(version: &str, user: Option<&Path>) -> Result<Source> {
     )
 }
 
+/// For a command whose other options are a harness binary's (`lab`,
+/// `bench`): takes `--nginx VERSION` and `--nginx-source PATH` (also as
+/// `--opt=value`) out of `args` and parses them; returns the selection,
+/// one version (empty when the source names it), its source if given,
+/// and every other argument in order.
+pub fn parse_one_among(args: &[String]) -> Result<(String, Option<PathBuf>, Vec<String>)> {
+    let (mut own, mut others) = (Vec::new(), Vec::new());
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let name = arg.split_once('=').map_or(arg.as_str(), |(n, _)| n);
+        if name == "--nginx" || name == "--nginx-source" {
+            own.push(arg.clone());
+            if !arg.contains('=') {
+                own.extend(it.next().cloned());
+            }
+        } else {
+            others.push(arg.clone());
+        }
+    }
+    match parse(&own)? {
+        (
+            Selection {
+                which: Which::One(version),
+                source,
+            },
+            _,
+        ) => Ok((version, source, others)),
+        _ => Err("--nginx all: this command runs one nginx; name a version such as 1.31.4".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::source::Origin;
+
+    #[test]
+    fn a_harness_commands_nginx_options_are_taken_out_of_its_own() {
+        let (v, source, rest) =
+            parse_one_among(&args("--rate 500 --nginx 1.31.4 --arms stock,module")).unwrap();
+        assert_eq!((v.as_str(), source), ("1.31.4", None));
+        assert_eq!(rest, args("--rate 500 --arms stock,module"));
+        let (v, source, rest) = parse_one_among(&args("--quick --nginx-source=/src/n")).unwrap();
+        assert_eq!((v.as_str(), source), ("", Some(PathBuf::from("/src/n"))));
+        assert_eq!(rest, args("--quick"));
+        let (v, _, rest) = parse_one_among(&[]).unwrap();
+        assert_eq!((v.as_str(), rest.len()), (DEFAULT, 0));
+        let err = parse_one_among(&args("--nginx all")).unwrap_err();
+        assert!(err.contains("one nginx"), "{err}");
+        let err = parse_one_among(&args("--rate 5 --nginx")).unwrap_err();
+        assert!(err.contains("--nginx needs a value"), "{err}");
+    }
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
