@@ -4,7 +4,7 @@
 //! static addresses and `fail_timeout` come from it; a flag given on the
 //! command line wins over it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -219,13 +219,6 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
                     .conf_servers
                     .push((u.name.clone(), s.host().to_string()));
             } else if let Some(addr) = logged_address(u.module, &s.address) {
-                if !s.backup && u.servers.iter().any(|b| b.backup) {
-                    options
-                        .primary_peers
-                        .entry(u.name.clone())
-                        .or_default()
-                        .insert(addr.clone());
-                }
                 options.peers.push((u.name.clone(), addr));
             }
         }
@@ -244,6 +237,21 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
             }
             if u.servers.iter().any(|s| s.backup) {
                 options.with_backup.insert(u.name.clone());
+                // Its primaries, where every one is static (a resolving
+                // primary's addresses are not known from the configuration).
+                let primaries: Option<BTreeSet<String>> = u
+                    .servers
+                    .iter()
+                    .filter(|s| !s.backup)
+                    .map(|s| {
+                        (!s.resolve)
+                            .then(|| logged_address(u.module, &s.address))
+                            .flatten()
+                    })
+                    .collect();
+                if let Some(p) = primaries.filter(|p| !p.is_empty()) {
+                    options.primary_peers.insert(u.name.clone(), p);
+                }
             }
         }
         let longest = u.servers.iter().map(|s| s.fail_timeout_ms).max();

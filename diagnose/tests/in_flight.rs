@@ -413,8 +413,9 @@ fn max_fails_counts_errors_since_the_peers_last_success() {
     }
 }
 
-/// A was disabled (by another request) just before a request tried it;
-/// its retry was refused with B serving throughout and C coming after:
+/// A was disabled by another request in the second a request tried it
+/// (the line's time has whole seconds); its retry was refused with B
+/// serving throughout and C coming after:
 /// the retry skips A (tried) whatever its state, so A being out is not why
 /// it was refused, and with B usable the change makes it the race.
 #[test]

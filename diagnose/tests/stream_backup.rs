@@ -5,9 +5,10 @@
 //!   session's addresses (`$server_port`), as an http location names a
 //!   request's: without it the addresses of every stream upstream read as
 //!   one list;
-//! - in an upstream with `backup` servers, a retry refused after a static
-//!   primary was refused on the backups' list, which the primary is not
-//!   part of: a backup list of one peer that nginx never marks down.
+//! - in an upstream with `backup` servers and static primaries, a retry
+//!   the primaries could not take was refused on the backups' list: the
+//!   primaries are no peers of it (neither held nor coming, nor leaving),
+//!   and its backups' lines, not the primaries', tell why.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,9 +19,11 @@ use generation_retry_diagnose::collect::{Collector, LogKind, Options};
 
 /// 2026-12-01 07:00:00 UTC.
 const T0: i64 = 1_796_108_400_000;
-/// A backup's address, and a static primary.
+/// The backup's addresses, and two static primaries.
 const A: &str = "10.0.0.1:80";
+const B: &str = "10.0.0.2:80";
 const P: &str = "10.0.0.9:80";
+const Q: &str = "10.0.0.8:80";
 
 /// A stream log line (`$msec $connection $status "$upstream_addr"
 /// $session_time $server_port`) of a session that ended `end` ms after T0.
@@ -35,9 +38,14 @@ fn session(conn: u64, end: i64, took: i64, status: u16, addr: &str, port: u16) -
     )
 }
 
-/// The family and reason of each incident of `lines` read with `format`,
-/// by `$upstream_addr`.
-fn families(format: &str, lines: &[String], options: Options) -> Vec<(String, Family, String)> {
+/// The family and reason of each incident of `lines` (and the error log
+/// `errors`) read with `format`, by `$upstream_addr`.
+fn families(
+    format: &str,
+    lines: &[String],
+    errors: &[String],
+    options: Options,
+) -> Vec<(String, Family, String)> {
     let mut c = Collector::new(
         Some(AccessParser::new(format).expect("format")),
         Options {
@@ -48,6 +56,10 @@ fn families(format: &str, lines: &[String], options: Options) -> Vec<(String, Fa
     let f = c.start_file("access.log", LogKind::Access);
     for l in lines {
         c.line(f, l.as_bytes());
+    }
+    let e = c.start_file("error.log", LogKind::Error);
+    for l in errors {
+        c.line(e, l.as_bytes());
     }
     analyze(c.finish())
         .incidents
@@ -82,46 +94,100 @@ fn a_stream_sessions_server_port_names_its_upstream() {
     let routed = families(
         STREAM,
         &lines,
+        &[],
         Options {
             stream_routes: BTreeMap::from([(9000, "be".into()), (9001, "other".into())]),
             ..Options::default()
         },
     );
     assert_eq!(routed.len(), 1, "{routed:#?}");
-    assert_ne!(routed[0].1, Family::GenerationFirst, "{}", routed[0].2);
-    let unrouted = families(STREAM, &lines, Options::default());
+    assert_eq!(routed[0].1, Family::Unavailable, "{}", routed[0].2);
+    let unrouted = families(STREAM, &lines, &[], Options::default());
     assert_eq!(unrouted.len(), 1);
     assert_eq!(unrouted[0].1, Family::GenerationFirst, "{}", unrouted[0].2);
     assert!(unrouted[0].2.contains(D), "{}", unrouted[0].2);
 }
 
-/// `be` has a static primary P and a resolving backup that held A alone.
-/// A session tried P (failed), and its retry was refused on the backups'
-/// list, with nothing logged after. P is not a peer of that list: the list
-/// held one peer, which nginx never marks down, so the refusal is the
-/// race. Counting P as a peer of the list makes it two peers, none seen
-/// changing: `unavailable`.
+/// `be` on port 9000: static primaries P (dead) and Q, and a resolving
+/// backup.
+fn backup_options() -> Options {
+    Options {
+        stream_routes: BTreeMap::from([(9000, "be".into())]),
+        with_backup: BTreeSet::from(["be".to_string()]),
+        primary_peers: BTreeMap::from([(
+            "be".to_string(),
+            BTreeSet::from([P.to_string(), Q.to_string()]),
+        )]),
+        peers: vec![("be".into(), P.into()), ("be".into(), Q.into())],
+        ..Options::default()
+    }
+}
+
+/// A session tried the dead primary P and its retry was refused while
+/// the backup list moved from A to B in flight: the race, on the backups'
+/// list.
 #[test]
-fn a_retry_after_a_static_primary_is_judged_on_the_backups_list() {
+fn a_backup_list_that_moved_in_flight_is_the_race() {
     let mut lines = Vec::new();
     for (k, ms) in (0..1_000).step_by(20).enumerate() {
         lines.push(session(k as u64 + 1, ms, 1, 200, A, 9000));
     }
-    lines.push(session(100, 1_300, 1_000, 502, &format!("{P}, be"), 9000));
-    let backup = |primaries: BTreeSet<String>| Options {
-        stream_routes: BTreeMap::from([(9000, "be".into())]),
-        with_backup: BTreeSet::from(["be".to_string()]),
-        primary_peers: if primaries.is_empty() {
-            BTreeMap::new()
-        } else {
-            BTreeMap::from([("be".to_string(), primaries)])
-        },
-        ..Options::default()
-    };
-    let got = families(STREAM, &lines, backup(BTreeSet::from([P.to_string()])));
+    lines.push(session(100, 2_000, 1_000, 502, &format!("{P}, be"), 9000));
+    for (k, ms) in (1_500..4_000).step_by(20).enumerate() {
+        lines.push(session(k as u64 + 200, ms, 1, 200, B, 9000));
+    }
+    let got = families(STREAM, &lines, &[], backup_options());
     assert_eq!(got.len(), 1, "{got:#?}");
     assert_eq!(got[0].1, Family::GenerationRetry, "{}", got[0].2);
-    assert!(got[0].2.contains("one peer"), "{}", got[0].2);
-    let without = families(STREAM, &lines, backup(BTreeSet::new()));
-    assert_eq!(without[0].1, Family::Unavailable, "{}", without[0].2);
+    assert!(got[0].2.contains(B), "{}", got[0].2);
+}
+
+/// The primary Q serves other sessions throughout, and the backups A and
+/// C too, unchanged; a session that tried P was refused. A static primary
+/// never enters or leaves the list: Q serving while the session was in
+/// flight is no change, and P not serving after is P failing, not
+/// leaving. No change: `unavailable`.
+#[test]
+fn a_static_primary_serving_or_failing_is_no_change() {
+    const C: &str = "10.0.0.3:80";
+    let mut lines = Vec::new();
+    for (k, ms) in (0..4_000).step_by(20).enumerate() {
+        let k = 3 * k as u64;
+        lines.push(session(k + 1, ms, 1, 200, A, 9000));
+        lines.push(session(k + 2, ms + 5, 1, 200, Q, 9000));
+        lines.push(session(k + 3, ms + 10, 1, 200, C, 9000));
+    }
+    lines.push(session(9_000, 2_000, 1_000, 502, &format!("{P}, be"), 9000));
+    let got = families(STREAM, &lines, &[], backup_options());
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert_eq!(got[0].1, Family::Unavailable, "{}", got[0].2);
+    let unknown = families(STREAM, &lines, &[], Options::default());
+    assert_eq!(unknown[0].1, Family::GenerationRetry, "{}", unknown[0].2);
+}
+
+/// nginx marks a backup down even when it is the only one (a backup list
+/// is never `single`): the lone backup A, disabled by another session just
+/// before a session that tried P was refused, is why; the primaries' own
+/// lines are not.
+#[test]
+fn a_lone_backup_disabled_is_unavailable() {
+    let mut lines = Vec::new();
+    for (k, ms) in (0..1_000).step_by(20).enumerate() {
+        lines.push(session(k as u64 + 1, ms, 1, 200, A, 9000));
+    }
+    lines.push(session(100, 1_300, 200, 502, &format!("{P}, be"), 9000));
+    let disabled = |addr: &str| {
+        format!(
+            "2026/12/01 07:00:01 [warn] 11#11: *7 upstream server temporarily disabled while \
+             connecting to upstream, client: 127.0.0.1, server: 0.0.0.0:9000, upstream: \
+             \"{addr}\", bytes from/to client:0/0, bytes from/to upstream:0/0"
+        )
+    };
+    let got = families(STREAM, &lines, &[disabled(A)], backup_options());
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert_eq!(got[0].1, Family::Unavailable, "{}", got[0].2);
+    assert!(got[0].2.contains(A), "{}", got[0].2);
+    // A primary's line is not why: the backups were nginx's next turn.
+    let primary = families(STREAM, &lines, &[disabled(P)], backup_options());
+    assert!(!primary[0].2.contains("disabled"), "{}", primary[0].2);
 }

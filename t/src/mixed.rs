@@ -177,10 +177,10 @@ struct Parts {
     reset: Resetter,
     /// Ports nobody listens on: `wipe`'s two and `refused`'s.
     closed: [u16; 2],
-    /// The stream part: `srace`'s dead primaries and its backup's echo
+    /// The stream part: the race upstreams' dead primaries and their backups' echo
     /// servers, `snx`'s echo servers, and a listen port per upstream.
     stream_holes: Vec<BlackHole>,
-    stream_echo: [EchoBackend; 3],
+    stream_echo: [EchoBackend; 4],
     stream_ports: [u16; 6],
 }
 
@@ -215,6 +215,7 @@ impl Parts {
                 EchoBackend::start().await,
                 EchoBackend::start().await,
                 EchoBackend::start().await,
+                EchoBackend::start().await,
             ],
             stream_ports: [
                 free_port(),
@@ -232,7 +233,7 @@ impl Parts {
 /// rows, in [`STREAM_UPSTREAMS`] order).
 pub const STREAM_UPSTREAMS: [&str; 6] = ["srace", "srace2", "srace3", "snx", "swipe", "srefused"];
 
-/// The dead primaries both race upstreams share (each upstream probes
+/// The dead primaries the race upstreams share (each upstream probes
 /// each once per connect timeout plus `fail_timeout`).
 const STREAM_HOLES: usize = 6;
 
@@ -264,10 +265,11 @@ pub const STREAM_LOGS: [(&str, &str); 2] = [
 /// - `swipe`: two refusing peers with `max_fails=1` (unavailable);
 /// - `srefused`: one refusing peer (`other`).
 fn stream_config(layout: Layout, p: &Parts) -> String {
-    let [e0, e1, e2] = [
+    let [e0, e1, e2, e3] = [
         p.stream_echo[0].port(),
         p.stream_echo[1].port(),
         p.stream_echo[2].port(),
+        p.stream_echo[3].port(),
     ];
     let [c0, c1] = p.closed;
     let fail_timeout = if layout == Layout::HeldOut {
@@ -289,7 +291,7 @@ fn stream_config(layout: Layout, p: &Parts) -> String {
     let upstreams = [
         format!("{holes}server {}:{e0} resolve backup;", RACE_NAMES[0]),
         format!("{holes}server {}:{e2} resolve backup;", RACE_NAMES[1]),
-        format!("{holes}server {}:{e0} resolve backup;", RACE_NAMES[2]),
+        format!("{holes}server {}:{e3} resolve backup;", RACE_NAMES[2]),
         format!("server snx.test:{e1} resolve;"),
         format!(
             "server {WIPE_A}:{c1} max_fails=1 fail_timeout={fail_timeout};\n        \

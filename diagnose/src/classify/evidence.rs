@@ -46,7 +46,11 @@ impl<'a> Classifier<'a> {
         peer_errors: bool,
         held: Option<&BTreeSet<u32>>,
     ) -> Option<Verdict> {
-        if self.data.options.with_backup.contains(u) {
+        // With backups, a primary out of service sends nginx to the
+        // backups: only the backups' lines count, where the primaries are
+        // known (static); else none does.
+        let options = &self.data.options;
+        if options.with_backup.contains(u) && !options.primary_peers.contains_key(u) {
             return None;
         }
         let ei = self.down_peer(s, u, t, peer_errors, held)?;
@@ -85,13 +89,23 @@ impl<'a> Classifier<'a> {
     /// the window, or the set just before the window and one in it, where
     /// each holds an address the other lacks. Each set must rest on at
     /// least [`MIN_SLICE_ENTRIES`] entries, so that two peers taking turns
-    /// under light traffic do not look like a change.
-    pub(super) fn flip(&self, u: &str, t: i64) -> Option<(BTreeSet<u32>, BTreeSet<u32>)> {
+    /// under light traffic do not look like a change. `statics` (U's static
+    /// peers) are left out of the sets: they never enter or leave.
+    pub(super) fn flip(
+        &self,
+        u: &str,
+        t: i64,
+        statics: &BTreeSet<u32>,
+    ) -> Option<(BTreeSet<u32>, BTreeSet<u32>)> {
         let w = self.window;
         let timeline = &self.data.timeline;
         let full = |s: &crate::timeline::Slice| s.total() >= MIN_SLICE_ENTRIES;
         let just_before = timeline.slices(u, t - 2 * w, t - w - 1);
-        let before_set: BTreeSet<u32> = just_before.iter().flat_map(|s| s.set()).collect();
+        let before_set: BTreeSet<u32> = just_before
+            .iter()
+            .flat_map(|s| s.set())
+            .filter(|id| !statics.contains(id))
+            .collect();
         let before_total: u64 = just_before.iter().map(|s| s.total()).sum();
         let mut sets: Vec<BTreeSet<u32>> = Vec::new();
         if before_total >= MIN_SLICE_ENTRIES {
@@ -102,7 +116,11 @@ impl<'a> Classifier<'a> {
                 .slices(u, t - w, t + w)
                 .iter()
                 .filter(|s| full(s))
-                .map(|s| s.set()),
+                .map(|s| {
+                    let mut set = s.set();
+                    set.retain(|id| !statics.contains(id));
+                    set
+                }),
         );
         for (i, a) in sets.iter().enumerate() {
             for b in sets.iter().skip(i + 1).take(SLICE_SPAN) {
@@ -151,6 +169,15 @@ impl<'a> Classifier<'a> {
                 let Some(host) = self.data.error_upstream(kept) else {
                     return false;
                 };
+                if self
+                    .data
+                    .options
+                    .primary_peers
+                    .get(u)
+                    .is_some_and(|p| p.contains(host))
+                {
+                    return false;
+                }
                 // A peer the request tried is skipped by its retry anyway:
                 // where the list held another peer, its being out is not
                 // why the retry was refused. (Where traffic showed no

@@ -375,11 +375,25 @@ impl<'a> Classifier<'a> {
                 .map(|id| timeline.addr(*id).to_string())
                 .collect()
         };
+        // U's static peers (from the configuration) never enter or leave
+        // its list: seen or not, they are serving or failing, no change.
+        let statics: BTreeSet<u32> = s.upstream.as_deref().map_or_else(BTreeSet::new, |u| {
+            self.data
+                .options
+                .peers
+                .iter()
+                .filter(|(pu, _)| pu == u)
+                .filter_map(|(_, a)| timeline.addr_id(a))
+                .collect()
+        });
         let (before, after) = match &s.upstream {
-            Some(u) => (
-                timeline.seen_ids(u, t - w, t - 1),
-                timeline.seen_ids(u, t + 1, t + w),
-            ),
+            Some(u) => {
+                let mut before = timeline.seen_ids(u, t - w, t - 1);
+                let mut after = timeline.seen_ids(u, t + 1, t + w);
+                before.retain(|id| !statics.contains(id));
+                after.retain(|id| !statics.contains(id));
+                (before, after)
+            }
             None => (BTreeSet::new(), BTreeSet::new()),
         };
         let mut incident = Incident {
@@ -409,11 +423,12 @@ impl<'a> Classifier<'a> {
         };
         let after_known = !after.is_empty();
         let prev_id = s.prev_addr.as_deref().and_then(|a| timeline.addr_id(a));
+        // A static peer not seen after is failing, not gone.
         let prev_left = s.shape == Shape::TwoHop
             && after_known
-            && prev_id.is_none_or(|id| !after.contains(&id));
+            && prev_id.is_none_or(|id| !after.contains(&id) && !statics.contains(&id));
         let sets_differ = !before.is_empty() && after_known && before != after;
-        let flip = self.flip(u, t);
+        let flip = self.flip(u, t, &statics);
         let changed = sets_differ || prev_left || flip.is_some();
         let set = |ids: &BTreeSet<u32>| {
             if ids.is_empty() {

@@ -21,17 +21,22 @@ impl Classifier<'_> {
     ///    seen by the refusal), or a
     ///    peer of the upstream disabled or failing within fail_timeout and
     ///    not serving since: `unavailable`;
-    /// 4. else a list of one peer (nginx never marks a single peer down;
-    ///    with `backup` servers, the static primaries the request tried
-    ///    are not counted: the retry was refused on the backups' list) or a
-    ///    change seen in the window: `generation-retry`; else
+    /// 4. else a list of one peer (nginx never marks a single peer down)
+    ///    or a change seen in the window: `generation-retry`; else
     ///    `unavailable`.
+    ///
+    /// In an upstream with `backup` servers and static primaries, a retry
+    /// the primaries could not take is refused on the backups' list: the
+    /// primaries are counted neither among the peers it held nor among
+    /// those that came; nginx marks a backup down even when it is the only
+    /// one, so its peer errors count as in a list of two or more.
     pub(super) fn decide_retry(&self, s: &Skeleton, u: &str, around: &Around) -> Verdict {
         let t = s.time_ms;
         let timeline = &self.data.timeline;
         let start = s.start_ms.unwrap_or(t - self.window / 2).min(t);
-        // With backups, the primaries the request tried are not in the
-        // backups' list its retry was refused on.
+        // With backups, the static primaries are not in the backups' list
+        // a retry is refused on.
+        let backups = self.data.options.primary_peers.contains_key(u);
         let primary = |a: &str| {
             self.data
                 .options
@@ -59,6 +64,7 @@ impl Classifier<'_> {
             .seen_ids(u, start + 1, until)
             .difference(&held)
             .copied()
+            .filter(|id| !primary(timeline.addr(*id)))
             .collect();
         let names = |ids: &[u32]| {
             ids.iter()
@@ -113,11 +119,16 @@ impl Classifier<'_> {
         // written only then.
         // Only a peer the list held when the request started: one that
         // left with a change before is not why this retry was refused.
-        if let Some(v) = self.unavailable(s, u, t, held.len() >= 2, Some(&held)) {
+        if let Some(v) = self.unavailable(s, u, t, held.len() >= 2 || backups, Some(&held)) {
             return v;
         }
-        if held.len() <= 1 || around.changed {
-            let why = if held.len() <= 1 {
+        // A lone backup (never nginx's `single`) is marked down, at
+        // max_fails, with a `temporarily disabled` line, which the check
+        // above reads: without one, as for a list of one peer, only a
+        // change refuses it.
+        let one_peer = held.len() == 1;
+        if one_peer || around.changed {
+            let why = if one_peer {
                 format!(
                     "the list held one peer ({}), which nginx never marks down, yet the retry \
                      was refused: its generation moved",
@@ -132,11 +143,14 @@ impl Classifier<'_> {
             };
             return (Family::GenerationRetry, why, None);
         }
+        let peers = match held.len() {
+            0 => "no peer of its list seen serving before it".to_string(),
+            n => format!("{n} peers"),
+        };
         (
             Family::Unavailable,
             format!(
-                "retry refused with no change seen and {} peers: none usable ({})",
-                held.len(),
+                "retry refused with no change seen and {peers}: none usable ({})",
                 around.change
             ),
             None,
