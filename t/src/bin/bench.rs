@@ -236,8 +236,9 @@ async fn main() -> ExitCode {
         }
     };
     let wrk = have("wrk");
+    let (major, minor, patch) = generation_retry_t::nginx::version();
     eprintln!(
-        "bench: {} rounds x {:?}, throughput by {} with {} connections, latency at {} rps",
+        "bench: nginx {major}.{minor}.{patch}, {} rounds x {:?}, throughput by {} with {} connections, latency at {} rps",
         a.rounds,
         a.duration,
         if wrk {

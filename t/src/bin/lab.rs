@@ -204,8 +204,9 @@ async fn main() -> ExitCode {
         }
     };
     let o = &args.opts;
+    let (major, minor, patch) = generation_retry_t::nginx::version();
     eprintln!(
-        "lab: {} arms, {} rps for {:?} each, valid={}s, reclaim p={} (in flight up to {:?}), {}% POST, seed {}",
+        "lab: nginx {major}.{minor}.{patch}, {} arms, {} rps for {:?} each, valid={}s, reclaim p={} (in flight up to {:?}), {}% POST, seed {}",
         args.arms.len(),
         o.rate,
         o.duration,
@@ -294,8 +295,12 @@ fn write_results(out: &PathBuf, results: &[ArmResult], o: &Options) -> std::io::
     std::fs::write(out.join("results.csv"), lab::render_csv(results))?;
     std::fs::write(out.join("chart.svg"), lab::render_svg(results, o.duration))?;
     let cmdline: Vec<String> = std::env::args().skip(1).collect();
+    let (major, minor, patch) = generation_retry_t::nginx::version();
     std::fs::write(
         out.join("command.txt"),
-        format!("cargo xtask lab {}\n", cmdline.join(" ")),
+        format!(
+            "cargo xtask lab --nginx {major}.{minor}.{patch} {}\n",
+            cmdline.join(" ")
+        ),
     )
 }
