@@ -5,10 +5,10 @@
 //! selection found a peer)? A refused first selection is read from the run
 //! of refusals it belongs to.
 
-use generation_retry_diagnose::access::AccessParser;
-use generation_retry_diagnose::analyze;
+mod common;
+
 use generation_retry_diagnose::classify::Family;
-use generation_retry_diagnose::collect::{Collector, LogKind, Options};
+use generation_retry_diagnose::collect::Options;
 
 const FORMAT: &str = r#"$msec $status "$upstream_addr" "$request" $request_time"#;
 const A: &str = "10.0.0.1:80";
@@ -74,26 +74,7 @@ impl Logs {
 
     /// The same, with what the configuration would give in `options`.
     fn families_with(&self, options: Options) -> Vec<(String, Family, String)> {
-        let mut c = Collector::new(
-            Some(AccessParser::new(FORMAT).expect("format")),
-            Options {
-                error_offset_s: Some(0),
-                ..options
-            },
-        );
-        let a = c.start_file("access.log", LogKind::Access);
-        for l in &self.access {
-            c.line(a, l.as_bytes());
-        }
-        let e = c.start_file("error.log", LogKind::Error);
-        for l in &self.error {
-            c.line(e, l.as_bytes());
-        }
-        analyze(c.finish())
-            .incidents
-            .iter()
-            .map(|i| (i.upstream_addr.clone(), i.family, i.reason.clone()))
-            .collect()
+        common::families_of(FORMAT, &self.access, &self.error, options)
     }
 }
 

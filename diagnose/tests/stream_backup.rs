@@ -10,12 +10,13 @@
 //!   primaries are no peers of it (neither held nor coming, nor leaving),
 //!   and its backups' lines, not the primaries', tell why.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 
-use generation_retry_diagnose::access::AccessParser;
-use generation_retry_diagnose::analyze;
+use common::families_of as families;
 use generation_retry_diagnose::classify::Family;
-use generation_retry_diagnose::collect::{Collector, LogKind, Options};
+use generation_retry_diagnose::collect::Options;
 
 /// 2026-12-01 07:00:00 UTC.
 const T0: i64 = 1_796_108_400_000;
@@ -36,36 +37,6 @@ fn session(conn: u64, end: i64, took: i64, status: u16, addr: &str, port: u16) -
         took / 1_000,
         took % 1_000
     )
-}
-
-/// The family and reason of each incident of `lines` (and the error log
-/// `errors`) read with `format`, by `$upstream_addr`.
-fn families(
-    format: &str,
-    lines: &[String],
-    errors: &[String],
-    options: Options,
-) -> Vec<(String, Family, String)> {
-    let mut c = Collector::new(
-        Some(AccessParser::new(format).expect("format")),
-        Options {
-            error_offset_s: Some(0),
-            ..options
-        },
-    );
-    let f = c.start_file("access.log", LogKind::Access);
-    for l in lines {
-        c.line(f, l.as_bytes());
-    }
-    let e = c.start_file("error.log", LogKind::Error);
-    for l in errors {
-        c.line(e, l.as_bytes());
-    }
-    analyze(c.finish())
-        .incidents
-        .iter()
-        .map(|i| (i.upstream_addr.clone(), i.family, i.reason.clone()))
-        .collect()
 }
 
 const STREAM: &str = r#"$msec $connection $status "$upstream_addr" $session_time $server_port"#;

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use generation_retry_diagnose::access::AccessParser;
+use generation_retry_diagnose::classify::Family;
 use generation_retry_diagnose::collect::{Collector, LogKind, Options, Source};
 use generation_retry_diagnose::{analyze, Analysis};
 
@@ -208,4 +209,35 @@ pub fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
+}
+
+/// The family and reason of each incident of the access lines `access`
+/// (in `format`) and the error lines `errors` (UTC), by `$upstream_addr`,
+/// with what the configuration would give in `options`.
+pub fn families_of(
+    format: &str,
+    access: &[String],
+    errors: &[String],
+    options: Options,
+) -> Vec<(String, Family, String)> {
+    let mut c = Collector::new(
+        Some(AccessParser::new(format).expect("format")),
+        Options {
+            error_offset_s: Some(0),
+            ..options
+        },
+    );
+    let a = c.start_file("access.log", LogKind::Access);
+    for l in access {
+        c.line(a, l.as_bytes());
+    }
+    let e = c.start_file("error.log", LogKind::Error);
+    for l in errors {
+        c.line(e, l.as_bytes());
+    }
+    analyze(c.finish())
+        .incidents
+        .iter()
+        .map(|i| (i.upstream_addr.clone(), i.family, i.reason.clone()))
+        .collect()
 }
