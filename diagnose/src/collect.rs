@@ -65,10 +65,18 @@ pub struct Options {
     /// Upstreams with a `backup` server: a primary out of service sends
     /// nginx to the backups, so it is no sign that none was usable.
     pub with_backup: BTreeSet<String>,
-    /// Per upstream with a `backup` server, its static primary peers (as
-    /// logged): a retry refused after them was refused on the backups'
-    /// list, which they are not part of.
+    /// Per upstream with a `backup` server whose primaries are all static,
+    /// those primaries (as logged): a retry they could not take was
+    /// refused on the backups' list, which they are not part of.
     pub primary_peers: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Options {
+    /// Whether `addr` is one of upstream `u`'s static primaries (see
+    /// [`Options::primary_peers`]).
+    pub fn is_primary(&self, u: &str, addr: &str) -> bool {
+        self.primary_peers.get(u).is_some_and(|p| p.contains(addr))
+    }
 }
 
 impl Default for Options {

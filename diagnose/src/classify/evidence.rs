@@ -169,13 +169,7 @@ impl<'a> Classifier<'a> {
                 let Some(host) = self.data.error_upstream(kept) else {
                     return false;
                 };
-                if self
-                    .data
-                    .options
-                    .primary_peers
-                    .get(u)
-                    .is_some_and(|p| p.contains(host))
-                {
+                if self.data.options.is_primary(u, host) {
                     return false;
                 }
                 // A peer the request tried is skipped by its retry anyway:

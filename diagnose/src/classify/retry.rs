@@ -37,13 +37,7 @@ impl Classifier<'_> {
         // With backups, the static primaries are not in the backups' list
         // a retry is refused on.
         let backups = self.data.options.primary_peers.contains_key(u);
-        let primary = |a: &str| {
-            self.data
-                .options
-                .primary_peers
-                .get(u)
-                .is_some_and(|p| p.contains(a))
-        };
+        let primary = |a: &str| self.data.options.is_primary(u, a);
         let mut held = timeline.seen_ids(u, start - HELD_MS, start);
         held.retain(|id| !primary(timeline.addr(*id)));
         let tried: BTreeSet<u32> = s
