@@ -50,6 +50,14 @@ pub fn version() -> (u32, u32, u32) {
     })
 }
 
+/// Whether the nginx under test is Tengine (`nginx -v` says
+/// `Tengine version: Tengine/X.Y.Z` before nginx's version).
+pub fn is_tengine() -> bool {
+    let binary = installed("stock/sbin/nginx");
+    let out = Command::new(&binary).arg("-v").output().expect("nginx -v");
+    String::from_utf8_lossy(&out.stderr).contains("Tengine version:")
+}
+
 /// `rel` under [`install_dir`], which must be there.
 fn installed(rel: &str) -> PathBuf {
     let path = install_dir().join(rel);
@@ -524,6 +532,20 @@ impl Nginx {
             }
         }
         Ok(())
+    }
+
+    /// Stops nginx whose worker a test expected to die (a fork's known
+    /// crash, proven so that its fix is noticed): fails unless the error
+    /// log says a worker `exited on signal`; returns the log.
+    pub fn finish_crashed(mut self) -> String {
+        self.stop();
+        self.checked = true;
+        let log = self.error_log();
+        assert!(
+            log.contains("exited on signal"),
+            "expected a worker to exit on a signal:\n{log}"
+        );
+        log
     }
 
     /// Stops nginx and fails on any of [`errorlog::FATAL_MARKERS`].

@@ -131,13 +131,13 @@ fn build_from_source(version: &str, user: Option<&Path>) -> Result<Built> {
     let objs = tree.join("objs");
     let stock_nginx = install.join("stock/sbin/nginx");
     copy_if_changed(&objs.join("nginx"), &stock_nginx)?;
-    check_nginx(&stock_nginx, &version)?;
+    check_nginx(&stock_nginx, &src.nginx)?;
     module_against(&objs, &stamp, &install.join("modules"))?;
     test_wrap::build(&objs, &tree, &install.join("modules"))?;
 
     if patched::patch_dir(&version).is_dir() {
         let patched = patched::build(&version, &src.tree, &src.identity, &flags, &install)?;
-        check_nginx(&patched, &version)?;
+        check_nginx(&patched, &src.nginx)?;
     } else {
         let _ = fs::remove_dir_all(install.join("patched"));
         eprintln!(
@@ -325,7 +325,8 @@ pub fn patched_default_from(
     Ok(nginx)
 }
 
-/// `nginx -V` must say what the rest of the project assumes.
+/// `nginx -V` must say what the rest of the project assumes (`version` is
+/// the nginx inside: Tengine 3.2.0 says `nginx/1.31.3` too).
 fn check_nginx(nginx: &Path, version: &str) -> Result {
     let out = Command::new(nginx)
         .arg("-V")

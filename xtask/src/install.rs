@@ -47,7 +47,12 @@ const SNIPPET_NAME: &str = "generation-retry.conf";
 /// What `nginx -V` says about a binary.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Identity {
+    /// The nginx version (Tengine 3.2.0's is 1.31.3).
     pub version: String,
+    /// Whose source the module is built against: the nginx version, or
+    /// `tengine-X.Y.Z` (`-V` says `Tengine version: Tengine/X.Y.Z`), whose
+    /// structures differ from nginx's.
+    pub codebase: String,
     pub arguments: Vec<String>,
 }
 
@@ -61,6 +66,15 @@ impl Identity {
         self.arguments
             .iter()
             .find_map(|a| a.strip_prefix(name)?.strip_prefix('='))
+    }
+
+    /// `nginx 1.30.4`, `tengine-3.2.0 (nginx 1.31.3)`.
+    fn describe(&self) -> String {
+        if self.codebase == self.version {
+            format!("nginx {}", self.version)
+        } else {
+            format!("{} (nginx {})", self.codebase, self.version)
+        }
     }
 
     fn version_tuple(&self) -> Option<(u32, u32, u32)> {
@@ -100,7 +114,16 @@ pub fn parse_v(text: &str) -> Option<Identity> {
     if !cur.is_empty() {
         arguments.push(cur);
     }
-    Some(Identity { version, arguments })
+    let codebase = text
+        .lines()
+        .find_map(|l| l.split("Tengine version: Tengine/").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map_or_else(|| version.clone(), |t| format!("tengine-{t}"));
+    Some(Identity {
+        version,
+        codebase,
+        arguments,
+    })
 }
 
 /// Modules whose `configure` checks need a library beyond OpenSSL, PCRE
@@ -515,11 +538,11 @@ pub struct ModuleBuild {
 fn build_module(a: &Args, id: &Identity) -> Result<ModuleBuild> {
     let flags = tree_flags(id);
     let download = matches!(
-        source::origin(&id.version, &a.source),
+        source::origin(&id.codebase, &a.source),
         source::Origin::Download(_)
     );
     check_prerequisites(&flags, download.then_some(&a.source))?;
-    let src = source::obtain(&id.version, &a.source)?;
+    let src = source::obtain(&id.codebase, &a.source)?;
     eprintln!("xtask: nginx {} from {}", src.version, src.origin);
     let work = target_dir().join("install").join(&src.version);
     let (tree, _, stamp) = nginx_tree(
@@ -616,7 +639,7 @@ fn prove_loads(a: &Args, id: &Identity, layout: &Layout, module: &Path) -> Resul
 fn start(args: &[String]) -> Result<Option<(Args, Identity, Layout)>> {
     let a = Args::parse(args)?;
     let id = identify(&a.binary)?;
-    eprintln!("xtask: {} is nginx {}", a.binary.display(), id.version);
+    eprintln!("xtask: {} is {}", a.binary.display(), id.describe());
     if !admissible(&a, &id)? {
         return Ok(None);
     }
@@ -647,12 +670,12 @@ pub fn build_for(args: &[String]) -> Result {
 /// What `--dry-run` prints: each step, nothing done.
 fn dry_run(a: &Args, id: &Identity, layout: &Layout, install: bool) -> Result {
     let flags = tree_flags(id);
-    let work = target_dir().join("install").join(&id.version).join("tree");
+    let work = target_dir().join("install").join(&id.codebase).join("tree");
     println!("dry run: nothing is fetched, built, written or tested");
     println!(
-        "1. source of nginx {}: {}",
-        id.version,
-        source::origin(&id.version, &a.source)
+        "1. source of {}: {}",
+        id.describe(),
+        source::origin(&id.codebase, &a.source)
     );
     println!(
         "2. configure a copy in {} with: {}",
@@ -1036,7 +1059,19 @@ mod tests {
         );
         assert!(id.has("--with-compat"));
         assert_eq!(id.value("--prefix"), Some("/usr/share/nginx"));
+        assert_eq!(id.codebase, "1.30.6");
         assert!(parse_v("Usage: something else").is_none());
+        // Tengine says both; its module is built against Tengine's tree.
+        let t = parse_v(
+            "Tengine version: Tengine/3.2.0\nnginx version: nginx/1.31.3\n\
+             configure arguments: --with-compat\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (t.version.as_str(), t.codebase.as_str()),
+            ("1.31.3", "tengine-3.2.0")
+        );
+        assert_eq!(t.describe(), "tengine-3.2.0 (nginx 1.31.3)");
     }
 
     #[test]

@@ -24,8 +24,18 @@ use crate::workspace::{Result, NGINX_VERSION};
 /// The version `cargo xtask build` and `nginx-test` use without `--nginx`.
 pub const DEFAULT: &str = NGINX_VERSION;
 
-/// Every version CI builds and tests, the default first.
-pub const MATRIX: &[&str] = &["1.28.0", "1.28.3", "1.30.4", "1.31.4"];
+/// Every version CI builds and tests, the default first: nginx's
+/// releases, its development branch at a commit, and Tengine (nginx 1.31.3
+/// inside), whose sources come from the mirror (`../shared/nginx` and
+/// `../shared/forks` in CI) or `--nginx-source`.
+pub const MATRIX: &[&str] = &[
+    "1.28.0",
+    "1.28.3",
+    "1.30.4",
+    "1.31.4",
+    "master-3f6f782",
+    "tengine-3.2.0",
+];
 
 /// The configure flags of every build: those nginx-src gives the vendored
 /// 1.28.0 (checked against its `last-build-info` when it is built), so a
@@ -100,7 +110,8 @@ pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
         Some(v) => {
             if !is_version(v) {
                 return Err(format!(
-                    "--nginx {v}: expected a version such as 1.30.4, or all"
+                    "--nginx {v}: expected a version such as 1.30.4, nginx's development \
+                     branch as master-COMMIT, tengine-X.Y.Z, or all"
                 ));
             }
             Which::One(v.to_string())
@@ -113,11 +124,7 @@ pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
 }
 
 fn is_version(v: &str) -> bool {
-    let parts: Vec<&str> = v.split('.').collect();
-    parts.len() == 3
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    crate::source::is_release(v) || crate::source::is_codebase(v)
 }
 
 /// A pristine nginx source tree for `version` (`source/mod.rs` says from where
@@ -199,6 +206,10 @@ mod tests {
         assert_eq!((s.which, rest.len()), (Which::All, 0));
         let (s, _) = parse(&[]).unwrap();
         assert_eq!(s.which, Which::One(DEFAULT.into()));
+        for name in ["master-3f6f782", "tengine-3.2.0"] {
+            let (s, _) = parse(&args(&format!("--nginx {name}"))).unwrap();
+            assert_eq!(s.which, Which::One(name.into()));
+        }
         let (s, _) = parse(&args("--nginx-source /src/nginx-1.29.0")).unwrap();
         assert_eq!(s.which, Which::One(String::new()));
         assert_eq!(s.source, Some(PathBuf::from("/src/nginx-1.29.0")));
@@ -210,6 +221,9 @@ mod tests {
             ("--nginx", "--nginx needs a value"),
             ("--nginx 1.30", "expected a version"),
             ("--nginx latest", "expected a version"),
+            ("--nginx master-xyz", "master-COMMIT"),
+            ("--nginx tengine-3.2", "tengine-X.Y.Z"),
+            ("--nginx angie-1.12.1", "expected a version"),
             ("--frobnicate", "unknown option `--frobnicate`"),
             (
                 "--nginx all --nginx-source x.tar.gz",
@@ -231,7 +245,7 @@ mod tests {
             match crate::source::origin(v, &Default::default()) {
                 Origin::Crate(_) => {}
                 Origin::Mirror(p) => {
-                    let sums = mirror.as_ref().unwrap().join("SHA256SUMS");
+                    let sums = p.parent().unwrap().join("SHA256SUMS");
                     let name = p.file_name().unwrap().to_string_lossy().into_owned();
                     assert_eq!(
                         crate::source::listed_sha256(&sums, &name).unwrap().len(),

@@ -4,8 +4,10 @@
 //!
 //! 1. `--nginx-source PATH`: the operator's own tree or tarball.
 //! 2. A mirror directory, when `GENERATION_RETRY_NGINX_MIRROR` names one
-//!    (CI points it at `../shared/nginx`): its `nginx-VERSION.tar.gz`,
-//!    checked against the mirror's `SHA256SUMS` or a `.asc` beside it.
+//!    or more (`:`-separated; CI's are `../shared/nginx` and
+//!    `../shared/forks`): the first that holds `nginx-NAME.tar.gz`,
+//!    `NAME.tar.gz` or a repository archive `NAME-COMMIT.tar.gz`, checked
+//!    against its `SHA256SUMS` or a `.asc` beside it.
 //! 3. The `nginx-src` crate on crates.io, where a release of it carries
 //!    that nginx ([`CRATES`]); cargo checks it against the registry's
 //!    checksum.
@@ -87,35 +89,93 @@ impl std::fmt::Display for Origin {
 
 /// A pristine nginx source tree, and what identifies its contents.
 pub struct Source {
+    /// The codebase's name: `1.30.4`, `tengine-3.2.0`, `master-3f6f782`.
     pub version: String,
+    /// The nginx version its `nginx.h` says (Tengine 3.2.0: 1.31.3).
+    pub nginx: String,
     pub tree: PathBuf,
     pub identity: String,
     pub origin: Origin,
 }
 
-/// The mirror directory, when one is configured.
-pub fn mirror() -> Option<PathBuf> {
+/// The mirror directories, in the order given (none when unset).
+pub fn mirrors() -> Vec<PathBuf> {
     env::var_os(MIRROR_ENV)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+        .map(|v| {
+            env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The first mirror directory, when one is configured.
+pub fn mirror() -> Option<PathBuf> {
+    mirrors().into_iter().next()
+}
+
+/// The names a codebase other than an nginx release goes by: `master-COMMIT`
+/// (nginx's development branch at that commit) and `tengine-X.Y.Z`. nginx.org
+/// serves neither, and no crate carries them: their source is a mirror's or
+/// the operator's (`--nginx-source`).
+pub fn is_release(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `master-COMMIT` (7 to 40 hex digits) or `tengine-X.Y.Z`.
+pub fn is_codebase(name: &str) -> bool {
+    if let Some(commit) = name.strip_prefix("master-") {
+        return (7..=40).contains(&commit.len()) && commit.bytes().all(|b| b.is_ascii_hexdigit());
+    }
+    name.strip_prefix("tengine-").is_some_and(is_release)
+}
+
+/// The tarball of `name` in mirror directory `m`: `nginx-NAME.tar.gz`,
+/// `NAME.tar.gz`, or the one `NAME-COMMIT.tar.gz` (a repository archive).
+fn mirrored(m: &Path, name: &str) -> Option<PathBuf> {
+    for candidate in [tarball_name(name), format!("{name}.tar.gz")] {
+        if m.join(&candidate).is_file() {
+            return Some(m.join(candidate));
+        }
+    }
+    let mut archives: Vec<PathBuf> = fs::read_dir(m)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|f| f.to_str())
+                .and_then(|f| {
+                    f.strip_prefix(name)?
+                        .strip_prefix('-')?
+                        .strip_suffix(".tar.gz")
+                })
+                .is_some_and(|commit| {
+                    !commit.is_empty() && commit.bytes().all(|b| b.is_ascii_hexdigit())
+                })
+        })
+        .collect();
+    archives.sort();
+    (archives.len() == 1).then(|| archives.remove(0))
 }
 
 /// Where `version`'s source comes from ([`Options::user`], the mirror, the
 /// crate, or a download), without fetching anything.
 pub fn origin(version: &str, opts: &Options) -> Origin {
-    origin_with(version, opts, mirror().as_deref())
+    origin_with(version, opts, &mirrors())
 }
 
 /// [`origin`] with the mirror given.
-fn origin_with(version: &str, opts: &Options, mirror: Option<&Path>) -> Origin {
+fn origin_with(version: &str, opts: &Options, mirrors: &[PathBuf]) -> Origin {
     if let Some(p) = &opts.user {
         return Origin::User(p.clone());
     }
     let name = tarball_name(version);
-    if let Some(m) = mirror {
-        if m.join(&name).is_file() {
-            return Origin::Mirror(m.join(&name));
-        }
+    if let Some(found) = mirrors.iter().find_map(|m| mirrored(m, version)) {
+        return Origin::Mirror(found);
     }
     if let Some((_, krate)) = CRATES.iter().find(|(v, _)| *v == version) {
         return Origin::Crate(krate.to_string());
@@ -160,6 +220,18 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
             }
             from_crate(krate)?
         }
+        Origin::Download(_) if !is_release(version) && !version.is_empty() => {
+            return Err(format!(
+                "{version} is not an nginx.org release, so there is nothing to download: name \
+                 its source with --nginx-source PATH ({}), or set {MIRROR_ENV} to a directory \
+                 holding it",
+                if version.starts_with("tengine-") {
+                    "Tengine's release tarball or a checkout of alibaba/tengine"
+                } else {
+                    "a checkout or archive of nginx's development branch at that commit"
+                }
+            ))
+        }
         Origin::Download(url) => {
             let tarball = download_checked(url, opts)?;
             let sha = sha256(&tarball)?;
@@ -169,12 +241,16 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
     if matches!(&origin, Origin::User(p) if p.is_dir()) && opts.sha256.is_some() {
         return Err("--sha256 checks a tarball; --nginx-source names a directory".into());
     }
-    let found = tree_version(&tree)?;
-    if !version.is_empty() && found != version {
-        return Err(format!("{origin} is nginx {found}, not {version}"));
+    let nginx = tree_version(&tree)?;
+    let found = tree_name(&tree)?;
+    // A development branch says the release it leads to, not its commit.
+    let branch = version.starts_with("master-") && is_release(&found);
+    if !version.is_empty() && found != version && !branch {
+        return Err(format!("{origin} is {}, not {version}", describe(&found)));
     }
     Ok(Source {
-        version: found,
+        version: if branch { version.to_string() } else { found },
+        nginx,
         tree,
         identity,
         origin,
@@ -378,7 +454,31 @@ fn from_crate(krate: &str) -> Result<(PathBuf, String)> {
     Ok((tree, format!("nginx-src {krate}")))
 }
 
-/// `NGINX_VERSION` of `src/core/nginx.h`.
+/// What a tree is: `tengine-X.Y.Z` for Tengine (its `nginx.h` defines
+/// `TENGINE_VERSION`), else the nginx version ([`tree_version`]).
+pub fn tree_name(tree: &Path) -> Result<String> {
+    let nginx = tree_version(tree)?;
+    let header = fs::read_to_string(tree.join("src/core/nginx.h")).unwrap_or_default();
+    Ok(header
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("#define TENGINE_VERSION")
+                .and_then(|rest| rest.trim().strip_prefix('"'))
+                .and_then(|rest| rest.split('"').next())
+        })
+        .map_or(nginx, |t| format!("tengine-{t}")))
+}
+
+/// `nginx 1.30.4`, or a fork's name as it is.
+fn describe(name: &str) -> String {
+    if is_release(name) {
+        format!("nginx {name}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// The `NGINX_VERSION` of a tree's `src/core/nginx.h`.
 pub fn tree_version(tree: &Path) -> Result<String> {
     let header = tree.join("src/core/nginx.h");
     let text = fs::read_to_string(&header)
@@ -469,14 +569,14 @@ mod tests {
             ..Options::default()
         };
         assert_eq!(
-            origin_with("1.30.4", &user, None),
+            origin_with("1.30.4", &user, &[]),
             Origin::User("/src/nginx".into())
         );
         assert_eq!(
-            origin_with("1.28.3", &none, None),
+            origin_with("1.28.3", &none, &[]),
             Origin::Crate("1.28.5+1.28.3".into())
         );
-        match origin_with("1.29.0", &none, None) {
+        match origin_with("1.29.0", &none, &[]) {
             Origin::Download(url) => assert!(url.ends_with("/nginx-1.29.0.tar.gz"), "{url}"),
             o => panic!("1.29.0 has no crate and no mirror: {o:?}"),
         }
@@ -486,14 +586,60 @@ mod tests {
         fs::create_dir_all(&m).unwrap();
         fs::write(m.join("nginx-1.28.3.tar.gz"), b"").unwrap();
         assert_eq!(
-            origin_with("1.28.3", &none, Some(&m)),
+            origin_with("1.28.3", &none, std::slice::from_ref(&m)),
             Origin::Mirror(m.join("nginx-1.28.3.tar.gz"))
         );
         assert!(matches!(
-            origin_with("1.29.0", &none, Some(&m)),
+            origin_with("1.29.0", &none, std::slice::from_ref(&m)),
             Origin::Download(_)
         ));
         let _ = fs::remove_dir_all(&m);
+    }
+
+    /// Several mirrors are searched in order, and a codebase that is no
+    /// release is found by its repository archive's name; with no mirror
+    /// holding it, it is refused with the way to name its source, before
+    /// anything is downloaded.
+    #[test]
+    fn codebases_come_from_a_mirror_or_the_operator() {
+        let base = std::env::temp_dir().join(format!("xtask-mirrors-{}", std::process::id()));
+        let (nginx, forks) = (base.join("nginx"), base.join("forks"));
+        for (dir, file) in [
+            (&nginx, "nginx-master-3f6f782.tar.gz"),
+            (&nginx, "nginx-1.31.4.tar.gz"),
+            (&forks, "tengine-3.2.0-fcebbd1.tar.gz"),
+            (&forks, "tengine-3.1.0-aaaaaaa.tar.gz"),
+            (&forks, "tengine-3.1.0-bbbbbbb.tar.gz"),
+        ] {
+            fs::create_dir_all(dir).unwrap();
+            fs::write(dir.join(file), b"").unwrap();
+        }
+        let none = Options::default();
+        let both = [nginx.clone(), forks.clone()];
+        assert_eq!(
+            origin_with("master-3f6f782", &none, &both),
+            Origin::Mirror(nginx.join("nginx-master-3f6f782.tar.gz"))
+        );
+        assert_eq!(
+            origin_with("tengine-3.2.0", &none, &both),
+            Origin::Mirror(forks.join("tengine-3.2.0-fcebbd1.tar.gz"))
+        );
+        // Two archives of one name: which is meant is not guessed.
+        assert!(matches!(
+            origin_with("tengine-3.1.0", &none, &both),
+            Origin::Download(_)
+        ));
+        // `tengine-3.2` is no prefix of `tengine-3.2.0-...`'s name.
+        assert!(mirrored(&forks, "tengine-3.2").is_none());
+        let err = obtain("tengine-3.1.0", &none).err().unwrap();
+        assert!(
+            err.contains("not an nginx.org release") && err.contains("--nginx-source"),
+            "{err}"
+        );
+        assert!(is_codebase("master-3f6f782") && is_codebase("tengine-3.2.0"));
+        assert!(!is_codebase("master-xyz1234") && !is_codebase("tengine-3.2"));
+        assert!(!is_codebase("master-3f6f") && !is_release("master-3f6f782"));
+        let _ = fs::remove_dir_all(&base);
     }
 
     /// A mirrored tarball is refused when its SHA256SUMS entry does not
@@ -549,6 +695,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(tree_version(&dir).unwrap(), "1.31.4");
+        assert_eq!(tree_name(&dir).unwrap(), "1.31.4");
+        fs::write(
+            dir.join("src/core/nginx.h"),
+            "#define NGINX_VERSION      \"1.31.3\"\n#define TENGINE_VERSION    \"3.2.0\"\n",
+        )
+        .unwrap();
+        assert_eq!(tree_version(&dir).unwrap(), "1.31.3");
+        assert_eq!(tree_name(&dir).unwrap(), "tengine-3.2.0");
         let _ = fs::remove_dir_all(&dir);
         assert!(tree_version(&dir)
             .unwrap_err()
