@@ -29,13 +29,14 @@ pub fn install_dir() -> PathBuf {
 }
 
 /// The version of the stock nginx under test, as `(major, minor, patch)`
-/// from its `nginx -v`, so a test can use what a version has (sticky from
+/// from its `nginx -V`, so a test can use what a version has (sticky from
 /// 1.29.6, least_time from 1.31.0).
 pub fn version() -> (u32, u32, u32) {
     static VERSION: std::sync::OnceLock<(u32, u32, u32)> = std::sync::OnceLock::new();
     *VERSION.get_or_init(|| {
         let binary = installed("stock/sbin/nginx");
-        let out = Command::new(&binary).arg("-v").output().expect("nginx -v");
+        // -V: Angie's -v names only Angie; -V says the nginx inside too.
+        let out = Command::new(&binary).arg("-V").output().expect("nginx -V");
         let said = String::from_utf8_lossy(&out.stderr);
         let v: Vec<u32> = said
             .split("nginx/")

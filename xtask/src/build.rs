@@ -36,6 +36,7 @@ pub fn build() -> Result<PathBuf> {
 }
 
 /// What a build made.
+#[derive(Clone)]
 pub struct Built {
     pub version: String,
     /// `target/nginx/VERSION`.

@@ -45,6 +45,7 @@ mod nginx_test;
 mod patched;
 mod prereq;
 mod source;
+mod suite;
 mod test_wrap;
 mod tree;
 mod valgrind;
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
         "install" => install::install(rest),
         "uninstall" => install::uninstall(rest),
         "nginx-test" => nginx_test::command(rest),
+        "nginx-tests" => nginx_test::suite_command(rest),
         "external" => external(rest),
         "lab" => harness_bin("lab", rest),
         "bench" => harness_bin("bench", rest),
@@ -108,6 +110,10 @@ nginx-test   build, then run the unit tests and the nginx integration suite
              (same options; arguments after `--` go to the test binaries, e.g. a
              test name filter); `--nginx all` is CI's run: the whole suite on
              {NGINX_VERSION}, the matrix tests on every other version, and Debian
+nginx-tests  build, then only nginx's own test suite (nginx-tests: upstream,
+             proxy and stream proxy files) three ways: stock, module on, patched
+             (same --nginx options; the suite from the mirror or
+             GENERATION_RETRY_NGINX_TESTS=DIR)
 install      the operator's command: build the module for the nginx binary named
              and install it beside that nginx, proven with its nginx -t
              --for NGINX_BINARY    required; --nginx-source PATH, --sha256 HEX,

@@ -10,7 +10,7 @@ use crate::harness::{
 };
 use crate::versions::{self, Which, DEFAULT, MATRIX};
 use crate::workspace::{cargo, Result};
-use crate::{build, debian, external, valgrind};
+use crate::{build, debian, external, suite, valgrind};
 
 /// `cargo xtask nginx-test [--nginx VERSION|all] [--nginx-source PATH] [-- ARGS]`.
 pub fn command(args: &[String]) -> Result {
@@ -23,7 +23,7 @@ pub fn command(args: &[String]) -> Result {
             // Tengine runs what its empty-list crash leaves testable
             // (harness::TENGINE_TESTS); every other nginx the whole suite.
             let only = v.starts_with("tengine-").then(|| matrix_tests(v));
-            steps.push(version_step(
+            steps.extend(version_steps(
                 v,
                 sel.source.as_deref(),
                 default,
@@ -34,7 +34,7 @@ pub fn command(args: &[String]) -> Result {
         Which::All => {
             // The default version first, alone: the lab's claims are timed
             // on a machine that does nothing else.
-            steps.push(version_step(DEFAULT, None, true, &extra, None));
+            steps.extend(version_steps(DEFAULT, None, true, &extra, None));
             // Then the matrix, each version built while the one before is
             // tested: builds keep the cores busy, the race tests mostly
             // wait on DNS timers and held requests.
@@ -66,6 +66,7 @@ pub fn command(args: &[String]) -> Result {
                         (made, started.elapsed().as_secs_f64())
                     }));
                 }
+                let tested = built.as_ref().ok().cloned();
                 steps.push(test_step(
                     v,
                     built,
@@ -74,6 +75,7 @@ pub fn command(args: &[String]) -> Result {
                     &extra,
                     Some(matrix_tests(v)),
                 ));
+                steps.extend(nginx_tests(tested.as_ref(), &extra));
             }
             let (made, build_s) = match debian.map(|t| t.join()) {
                 Some(Ok(done)) => done,
@@ -136,20 +138,62 @@ pub fn command(args: &[String]) -> Result {
     Ok(())
 }
 
+/// `cargo xtask nginx-tests [--nginx VERSION|all] [--nginx-source PATH]`:
+/// the build, then only nginx's own tests on it, three ways (`suite.rs`).
+pub fn suite_command(args: &[String]) -> Result {
+    let (sel, extra) = versions::parse(args)?;
+    if !extra.is_empty() {
+        return Err("nginx-tests takes no test filter".into());
+    }
+    let mut failed = Vec::new();
+    for built in build::build_selection(&sel)? {
+        match nginx_tests(Some(&built), &[]) {
+            Some(step) if !step.ok => failed.push(step.what),
+            Some(_) => {}
+            None => println!(
+                "xtask: {}: nginx's own tests are not run on Tengine (CONTRIBUTING.md)",
+                built.version
+            ),
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("failed: {}", failed.join(", ")))
+    }
+}
+
 /// Builds one version and runs its tests: the whole suite with the unit
 /// tests (`only` = None), or only the binaries named. The default version
 /// also gets `external`'s builds and, without filters, the memcheck subset.
-fn version_step(
+/// Then nginx's own tests on it.
+fn version_steps(
     version: &str,
     source: Option<&Path>,
     default: bool,
     extra: &[String],
     only: Option<&[&str]>,
-) -> Step {
+) -> Vec<Step> {
     let started = Instant::now();
     let built = build::build_version(version, source);
     let build_s = started.elapsed().as_secs_f64();
-    test_step(version, built, build_s, default, extra, only)
+    let tested = built.as_ref().ok().cloned();
+    let mut steps = vec![test_step(version, built, build_s, default, extra, only)];
+    steps.extend(nginx_tests(tested.as_ref(), extra));
+    steps
+}
+
+/// nginx-tests on a built nginx (`suite.rs`), unless a test filter was
+/// given (it names this project's tests) or the codebase is Tengine:
+/// nginx-tests checks nginx's balancing, and stock Tengine's differs (its
+/// round-robin starts at a random peer), so its files fail on stock
+/// Tengine itself (CONTRIBUTING.md, "nginx's own tests").
+fn nginx_tests(built: Option<&build::Built>, extra: &[String]) -> Option<Step> {
+    let built = built?;
+    if !extra.is_empty() || built.version.starts_with("tengine-") {
+        return None;
+    }
+    Some(suite::step(built))
 }
 
 /// The tests of a version [`version_step`] (or the matrix) built; the

@@ -70,7 +70,7 @@ fn installed(package: &str) -> bool {
         .unwrap_or(false)
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()

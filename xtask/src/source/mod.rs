@@ -134,6 +134,14 @@ pub fn is_codebase(name: &str) -> bool {
     name.strip_prefix("tengine-").is_some_and(is_release)
 }
 
+/// A source tree of `name` (e.g. `nginx-tests`) from the first mirror that
+/// holds it, checked like an nginx tarball and unpacked; `None` when no
+/// mirror does.
+pub fn mirrored_tree(name: &str) -> Option<Result<PathBuf>> {
+    let tarball = mirrors().iter().find_map(|m| mirrored(m, name))?;
+    Some(check_mirrored(&tarball, &Options::default()).and_then(|sha| unpack(&tarball, &sha)))
+}
+
 /// The tarball of `name` in mirror directory `m`: `nginx-NAME.tar.gz`,
 /// `NAME.tar.gz`, or the one `NAME-COMMIT.tar.gz` (a repository archive).
 fn mirrored(m: &Path, name: &str) -> Option<PathBuf> {

@@ -1,0 +1,257 @@
+//! nginx's own test suite (nginx-tests, Perl's `Test::Nginx` under
+//! `prove`) on a built version, three ways at once: the stock nginx, the
+//! stock nginx with the module loaded and `generation_retry_resnapshot on`
+//! at `http` and `stream` level (`TEST_NGINX_GLOBALS*`), and the patched
+//! nginx. A failure in any way fails the step; the counts are printed.
+//!
+//! The files are those whose code the module and the patches touch or
+//! wrap (CONTRIBUTING.md, "nginx's own tests", says why each): every
+//! `upstream*.t` and `stream_upstream*.t` (balancers, zones, `resolve`,
+//! keepalive, max_conns, sticky), and the proxy files about choosing and
+//! retrying peers. The suite comes from the mirror's `nginx-tests-*.tar.gz`
+//! (CI's `../shared/nginx`), or the checkout `GENERATION_RETRY_NGINX_TESTS`
+//! names.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::build::{Built, MODULE_FILE};
+use crate::harness::Step;
+use crate::source;
+use crate::workspace::Result;
+
+/// A checkout of nginx-tests, instead of the mirror's tarball.
+pub const TESTS_ENV: &str = "GENERATION_RETRY_NGINX_TESTS";
+
+/// The files run (shell patterns, in the suite's directory).
+pub const FILES: &[&str] = &[
+    "upstream*.t",
+    "stream_upstream*.t",
+    "proxy.t",
+    "proxy_implicit.t",
+    "proxy_keepalive.t",
+    "proxy_next_upstream*.t",
+    "proxy_non_idempotent.t",
+    "stream_proxy.t",
+    "stream_proxy_next_upstream.t",
+];
+
+/// Files started at once per way: they mostly wait (resolver timers,
+/// slow backends), so many run on two cores.
+const JOBS: &str = "12";
+
+/// One way's result.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub files: u32,
+    pub tests: u32,
+    pub skipped_files: u32,
+    pub passed: bool,
+}
+
+/// Reads prove's summary: `Files=46, Tests=440, ...`, `Result: PASS`, and
+/// one `skipped:` line per skipped file.
+pub fn parse(out: &str) -> Counts {
+    let field = |name: &str| {
+        out.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("Files="))
+            .and_then(|l| {
+                let l = format!("Files={l}");
+                l.split(", ")
+                    .find_map(|f| f.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    Counts {
+        files: field("Files"),
+        tests: field("Tests"),
+        skipped_files: out.lines().filter(|l| l.contains(" skipped: ")).count() as u32,
+        passed: out.lines().any(|l| l.trim() == "Result: PASS"),
+    }
+}
+
+/// The suite's directory: the checkout named, else the mirror's tarball
+/// unpacked; `None` (said) when there is neither.
+fn suite() -> Option<Result<PathBuf>> {
+    if let Some(dir) = std::env::var_os(TESTS_ENV).filter(|v| !v.is_empty()) {
+        let dir = PathBuf::from(dir);
+        return Some(if dir.join("lib/Test/Nginx.pm").is_file() {
+            Ok(dir)
+        } else {
+            Err(format!(
+                "{TESTS_ENV}={}: no lib/Test/Nginx.pm there",
+                dir.display()
+            ))
+        });
+    }
+    source::mirrored_tree("nginx-tests")
+}
+
+/// One way: `prove` over [`FILES`] with `binary`, and these globals.
+fn way(dir: &Path, binary: &Path, module: Option<&Path>) -> Result<(Counts, String)> {
+    let mut globals = String::new();
+    if crate::prereq::is_root() {
+        // As root, workers would switch to `nobody` and could not enter
+        // the suite's 0700 temporary directories.
+        globals.push_str("user root;");
+    }
+    let mut cmd = Command::new("prove");
+    if let Some(m) = module {
+        globals.push_str(&format!(" load_module {};", m.display()));
+        cmd.env("TEST_NGINX_GLOBALS_HTTP", "generation_retry_resnapshot on;")
+            .env(
+                "TEST_NGINX_GLOBALS_STREAM",
+                "generation_retry_resnapshot on;",
+            );
+    }
+    let files = expand(dir)?;
+    let out = cmd
+        .current_dir(dir)
+        .env("TEST_NGINX_BINARY", binary)
+        .env("TEST_NGINX_GLOBALS", globals.trim())
+        .args(["-j", JOBS])
+        .args(&files)
+        .output()
+        .map_err(|e| format!("cannot run prove (apt-get install perl): {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((parse(&text), text))
+}
+
+/// [`FILES`] as the suite's directory has them, sorted.
+fn expand(dir: &Path) -> Result<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| FILES.iter().any(|p| matches(p, n)))
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        return Err(format!("{}: none of {FILES:?}", dir.display()));
+    }
+    Ok(names)
+}
+
+/// A shell pattern with at most one `*`.
+fn matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        Some((head, tail)) => {
+            name.len() >= head.len() + tail.len() && name.starts_with(head) && name.ends_with(tail)
+        }
+        None => pattern == name,
+    }
+}
+
+/// The suite on `built`, three ways at once; one line of the closing table.
+pub fn step(built: &Built) -> Step {
+    let mut step = Step::new(format!("nginx-tests {}", built.version));
+    let started = Instant::now();
+    let dir = match suite() {
+        Some(Ok(d)) => d,
+        Some(Err(e)) => {
+            eprintln!("xtask: error: nginx-tests: {e}");
+            return step;
+        }
+        None => {
+            // No suite here: said, and the step counts as run with none.
+            println!(
+                "xtask: nginx-tests: no suite (no nginx-tests-*.tar.gz in the mirror, \
+                 {TESTS_ENV} unset): nginx's own tests not run on {}",
+                built.version
+            );
+            step.ok = true;
+            return step;
+        }
+    };
+    let stock = built.install.join("stock/sbin/nginx");
+    let patched = built.install.join("patched/sbin/nginx");
+    let module = built.install.join("modules").join(MODULE_FILE);
+    let mut ways: Vec<(&str, &Path, Option<&Path>)> = vec![
+        ("stock", &stock, None),
+        ("module on", &stock, Some(&module)),
+    ];
+    if patched.is_file() {
+        ways.push(("patched", &patched, None));
+    }
+    let results: Vec<(&str, Result<(Counts, String)>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = ways
+            .iter()
+            .map(|(name, binary, module)| (*name, s.spawn(|| way(&dir, binary, *module))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|(name, h)| {
+                (
+                    name,
+                    h.join()
+                        .unwrap_or_else(|_| Err("prove's runner panicked".into())),
+                )
+            })
+            .collect()
+    });
+    step.ok = true;
+    for (name, r) in results {
+        match r {
+            Ok((c, text)) => {
+                println!(
+                    "xtask: nginx-tests {} {name}: {} tests in {} files ({} skipped), {}",
+                    built.version,
+                    c.tests,
+                    c.files,
+                    c.skipped_files,
+                    if c.passed { "PASS" } else { "FAIL" }
+                );
+                if c.passed {
+                    step.totals.passed += u64::from(c.tests);
+                } else {
+                    println!("{text}");
+                    step.totals.failed += 1;
+                    step.ok = false;
+                }
+            }
+            Err(e) => {
+                eprintln!("xtask: error: nginx-tests {} {name}: {e}", built.version);
+                step.ok = false;
+            }
+        }
+    }
+    step.test_s = started.elapsed().as_secs_f64();
+    step
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proves_summary_is_read() {
+        let out = "upstream_sticky.t .. skipped: no sticky upstream\n\
+                   upstream.t ......... ok\nAll tests successful.\n\
+                   Files=46, Tests=440, 39 wallclock secs ( 0.19 usr)\nResult: PASS\n";
+        assert_eq!(
+            parse(out),
+            Counts {
+                files: 46,
+                tests: 440,
+                skipped_files: 1,
+                passed: true
+            }
+        );
+        let failed = parse("Files=3, Tests=60, 1 wallclock secs\nResult: FAIL\n");
+        assert!(!failed.passed && failed.tests == 60);
+        assert!(!parse("prove: command not found").passed);
+    }
+
+    #[test]
+    fn patterns_match_as_the_shell_would() {
+        assert!(matches("upstream*.t", "upstream_hash.t"));
+        assert!(matches("upstream*.t", "upstream.t"));
+        assert!(!matches("upstream*.t", "stream_upstream.t"));
+        assert!(matches("proxy.t", "proxy.t") && !matches("proxy.t", "proxy_ssl.t"));
+    }
+}
