@@ -491,11 +491,15 @@ impl StreamLab {
     /// black hole: the race session.
     fn session_errors(&self, slot: usize) -> Vec<String> {
         let log = self.nginx.error_log();
+        // Angie quotes the server's address too.
         let server = format!("server: 127.0.0.1:{}", self.ports[slot]);
+        let quoted = format!("server: \"127.0.0.1:{}\"", self.ports[slot]);
         let hole = format!("upstream: \"{HOLE}:{}\"", self.hole.port());
         let conn = errorlog::lines(&log)
             .into_iter()
-            .find(|l| l.whole.contains(&server) && l.whole.contains(&hole))
+            .find(|l| {
+                (l.whole.contains(&server) || l.whole.contains(&quoted)) && l.whole.contains(&hole)
+            })
             .and_then(|l| l.conn)
             .unwrap_or_else(|| {
                 panic!("no error.log line of the race session on {UPSTREAM}{slot}\n{log}")

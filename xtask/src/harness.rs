@@ -49,10 +49,17 @@ pub const TENGINE_TESTS: &[&str] = &[
     "empty_list",
 ];
 
+/// Angie's: no module builds for it (`angie.rs` checks why), so the
+/// races of stock Angie and of the patched one, http and stream (the
+/// module's tests are skipped by name, said out loud).
+pub const ANGIE_TESTS: &[&str] = &["race", "patched", "stream", "angie"];
+
 /// The test binaries the matrix runs on `version`.
 pub fn matrix_tests(version: &str) -> &'static [&'static str] {
     if version.starts_with("tengine-") {
         TENGINE_TESTS
+    } else if version.starts_with("angie-") {
+        ANGIE_TESTS
     } else {
         MATRIX_TESTS
     }

@@ -22,7 +22,8 @@ pub fn command(args: &[String]) -> Result {
             let default = v == DEFAULT && sel.source.is_none();
             // Tengine runs what its empty-list crash leaves testable
             // (harness::TENGINE_TESTS); every other nginx the whole suite.
-            let only = v.starts_with("tengine-").then(|| matrix_tests(v));
+            let fork = v.starts_with("tengine-") || v.starts_with("angie-");
+            let only = fork.then(|| matrix_tests(v));
             steps.extend(version_steps(
                 v,
                 sel.source.as_deref(),
@@ -151,7 +152,7 @@ pub fn suite_command(args: &[String]) -> Result {
             Some(step) if !step.ok => failed.push(step.what),
             Some(_) => {}
             None => println!(
-                "xtask: {}: nginx's own tests are not run on Tengine (CONTRIBUTING.md)",
+                "xtask: {}: nginx's own tests are not run on forks (CONTRIBUTING.md)",
                 built.version
             ),
         }
@@ -184,13 +185,17 @@ fn version_steps(
 }
 
 /// nginx-tests on a built nginx (`suite.rs`), unless a test filter was
-/// given (it names this project's tests) or the codebase is Tengine:
+/// given (it names this project's tests) or the codebase is a fork:
 /// nginx-tests checks nginx's balancing, and stock Tengine's differs (its
 /// round-robin starts at a random peer), so its files fail on stock
-/// Tengine itself (CONTRIBUTING.md, "nginx's own tests").
+/// Tengine itself; Angie has no module (CONTRIBUTING.md, "nginx's own
+/// tests").
 fn nginx_tests(built: Option<&build::Built>, extra: &[String]) -> Option<Step> {
     let built = built?;
-    if !extra.is_empty() || built.version.starts_with("tengine-") {
+    let fork = ["tengine-", "angie-"]
+        .iter()
+        .any(|f| built.version.starts_with(f));
+    if !extra.is_empty() || fork {
         return None;
     }
     Some(suite::step(built))
@@ -282,6 +287,23 @@ fn test_step(
             built.version
         );
         test_args.extend(["--skip".to_string(), "patched".to_string()]);
+    }
+    if !built
+        .install
+        .join("modules")
+        .join(build::MODULE_FILE)
+        .is_file()
+    {
+        // Angie: no module, so only the tests of stock and patched nginx
+        // (by name: `stock_*`, `patched_*`, and angie.rs's), none with the
+        // module in them (`module_*`).
+        eprintln!(
+            "xtask: nginx {}: no module: only the stock_*, patched_* and angie tests run",
+            built.version
+        );
+        for a in ["stock_", "patched_", "angie", "--skip", "module_"] {
+            test_args.push(a.to_string());
+        }
     }
     if !test_args.is_empty() {
         cmd.arg("--").args(test_args);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::tree::{
-    configure, copy_if_changed, copy_source, fnv1a, is_fresh, make_target, write_stamp,
+    binary_name, configure, copy_if_changed, copy_source, fnv1a, is_fresh, make_target, write_stamp,
 };
 use crate::workspace::{root, Result};
 
@@ -130,7 +130,8 @@ pub fn build_with(
     let tree = work.join("src");
     let objs = work.join("objs");
     let binary = install.join("patched/sbin/nginx");
-    if is_fresh(&work, &stamp, &objs.join("nginx")) && binary.is_file() {
+    let built = objs.join(binary_name(source));
+    if is_fresh(&work, &stamp, &built) && binary.is_file() {
         return Ok(binary);
     }
 
@@ -147,7 +148,7 @@ pub fn build_with(
     flags.push(format!("--builddir={}", objs.display()));
     configure(&tree, &flags)?;
     make_target(&tree, &objs, "build")?;
-    copy_if_changed(&objs.join("nginx"), &binary)?;
+    copy_if_changed(&built, &binary)?;
     write_stamp(&work, &stamp)?;
     Ok(binary)
 }

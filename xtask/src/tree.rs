@@ -162,7 +162,7 @@ pub(crate) fn nginx_tree(
     let tree = work.join("src");
     let objs = tree.join("objs");
     let product = match make {
-        Make::Binary => objs.join("nginx"),
+        Make::Binary => objs.join(binary_name(source)),
         Make::ConfigureOnly => objs.join("Makefile"),
     };
     if is_fresh(work, &stamp, &product) {
@@ -190,6 +190,16 @@ pub(crate) fn nginx_tree(
         started.elapsed().as_secs_f64()
     );
     Ok((tree, true, stamp))
+}
+
+/// The binary `make` leaves in `objs/` of the tree `source`: `nginx`, or
+/// `angie` for Angie's (which has `src/core/angie.h`).
+pub(crate) fn binary_name(source: &Path) -> &'static str {
+    if source.join("src/core/angie.h").is_file() {
+        "angie"
+    } else {
+        "nginx"
+    }
 }
 
 /// What [`nginx_tree`] makes of a configured tree.

@@ -111,7 +111,7 @@ pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
             if !is_version(v) {
                 return Err(format!(
                     "--nginx {v}: expected a version such as 1.30.4, nginx's development \
-                     branch as master-COMMIT, tengine-X.Y.Z, or all"
+                     branch as master-COMMIT, tengine-X.Y.Z, angie-X.Y.Z, or all"
                 ));
             }
             Which::One(v.to_string())
@@ -223,7 +223,7 @@ mod tests {
             ("--nginx latest", "expected a version"),
             ("--nginx master-xyz", "master-COMMIT"),
             ("--nginx tengine-3.2", "tengine-X.Y.Z"),
-            ("--nginx angie-1.12.1", "expected a version"),
+            ("--nginx angie-1.12", "expected a version"),
             ("--frobnicate", "unknown option `--frobnicate`"),
             (
                 "--nginx all --nginx-source x.tar.gz",

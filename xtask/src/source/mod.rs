@@ -126,12 +126,14 @@ pub fn is_release(name: &str) -> bool {
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// `master-COMMIT` (7 to 40 hex digits) or `tengine-X.Y.Z`.
+/// `master-COMMIT` (7 to 40 hex digits), `tengine-X.Y.Z` or `angie-X.Y.Z`.
 pub fn is_codebase(name: &str) -> bool {
     if let Some(commit) = name.strip_prefix("master-") {
         return (7..=40).contains(&commit.len()) && commit.bytes().all(|b| b.is_ascii_hexdigit());
     }
-    name.strip_prefix("tengine-").is_some_and(is_release)
+    ["tengine-", "angie-"]
+        .iter()
+        .any(|fork| name.strip_prefix(fork).is_some_and(is_release))
 }
 
 /// A source tree of `name` (e.g. `nginx-tests`) from the first mirror that
@@ -235,6 +237,8 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
                  holding it",
                 if version.starts_with("tengine-") {
                     "Tengine's release tarball or a checkout of alibaba/tengine"
+                } else if version.starts_with("angie-") {
+                    "Angie's release tarball or a checkout of webserver-llc/angie"
                 } else {
                     "a checkout or archive of nginx's development branch at that commit"
                 }
@@ -463,18 +467,29 @@ fn from_crate(krate: &str) -> Result<(PathBuf, String)> {
 }
 
 /// What a tree is: `tengine-X.Y.Z` for Tengine (its `nginx.h` defines
-/// `TENGINE_VERSION`), else the nginx version ([`tree_version`]).
+/// `TENGINE_VERSION`), `angie-X.Y.Z` for Angie (`angie.h`'s
+/// `ANGIE_VERSION`), else the nginx version ([`tree_version`]).
 pub fn tree_name(tree: &Path) -> Result<String> {
     let nginx = tree_version(tree)?;
-    let header = fs::read_to_string(tree.join("src/core/nginx.h")).unwrap_or_default();
-    Ok(header
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("#define TENGINE_VERSION")
-                .and_then(|rest| rest.trim().strip_prefix('"'))
-                .and_then(|rest| rest.split('"').next())
+    let defined = |file: &str, name: &str| {
+        let text = fs::read_to_string(tree.join("src/core").join(file)).unwrap_or_default();
+        text.lines().find_map(|l| {
+            l.strip_prefix("#define ")?
+                .strip_prefix(name)?
+                .trim()
+                .strip_prefix('"')?
+                .split('"')
+                .next()
+                .map(str::to_string)
         })
-        .map_or(nginx, |t| format!("tengine-{t}")))
+    };
+    Ok(if let Some(t) = defined("nginx.h", "TENGINE_VERSION") {
+        format!("tengine-{t}")
+    } else if let Some(a) = defined("angie.h", "ANGIE_VERSION") {
+        format!("angie-{a}")
+    } else {
+        nginx
+    })
 }
 
 /// `nginx 1.30.4`, or a fork's name as it is.
@@ -645,6 +660,7 @@ mod tests {
             "{err}"
         );
         assert!(is_codebase("master-3f6f782") && is_codebase("tengine-3.2.0"));
+        assert!(is_codebase("angie-1.12.1") && !is_codebase("angie-1.12"));
         assert!(!is_codebase("master-xyz1234") && !is_codebase("tengine-3.2"));
         assert!(!is_codebase("master-3f6f") && !is_release("master-3f6f782"));
         let _ = fs::remove_dir_all(&base);
@@ -711,6 +727,17 @@ mod tests {
         .unwrap();
         assert_eq!(tree_version(&dir).unwrap(), "1.31.3");
         assert_eq!(tree_name(&dir).unwrap(), "tengine-3.2.0");
+        fs::write(
+            dir.join("src/core/nginx.h"),
+            "#define NGINX_VERSION      \"1.31.2\"\n",
+        )
+        .unwrap();
+        fs::write(
+            dir.join("src/core/angie.h"),
+            "#define ANGIE_VERSION      \"1.12.1\"\n#define ANGIE_VER  \"Angie/\" ANGIE_VERSION\n",
+        )
+        .unwrap();
+        assert_eq!(tree_name(&dir).unwrap(), "angie-1.12.1");
         let _ = fs::remove_dir_all(&dir);
         assert!(tree_version(&dir)
             .unwrap_err()
