@@ -37,6 +37,18 @@ pub const FILES: &[&str] = &[
     "stream_proxy_next_upstream.t",
 ];
 
+/// This project's files for nginx-tests (`nginx-src-patches/tests/`), the
+/// race in nginx's own harness: tests 3 and 4 of each fail on stock nginx
+/// (the retry after the change is refused), every test passes with the
+/// module on and on the patched nginx.
+pub const OURS: &[&str] = &[
+    "upstream_resolve_retry.t",
+    "stream_upstream_resolve_retry.t",
+];
+
+/// What stock nginx must say of [`OURS`]: the race reproduced, nothing else.
+const STOCK_FAILS: &str = "Failed tests:  3-4";
+
 /// Files started at once per way: they mostly wait (resolver timers,
 /// slow backends), so many run on two cores.
 const JOBS: &str = "12";
@@ -89,8 +101,13 @@ fn suite() -> Option<Result<PathBuf>> {
     source::mirrored_tree("nginx-tests")
 }
 
-/// One way: `prove` over [`FILES`] with `binary`, and these globals.
-fn way(dir: &Path, binary: &Path, module: Option<&Path>) -> Result<(Counts, String)> {
+/// One way: `prove` over `files` with `binary`, and these globals.
+fn way(
+    dir: &Path,
+    files: &[String],
+    binary: &Path,
+    module: Option<&Path>,
+) -> Result<(Counts, String)> {
     let mut globals = String::new();
     if crate::prereq::is_root() {
         // As root, workers would switch to `nobody` and could not enter
@@ -106,13 +123,12 @@ fn way(dir: &Path, binary: &Path, module: Option<&Path>) -> Result<(Counts, Stri
                 "generation_retry_resnapshot on;",
             );
     }
-    let files = expand(dir)?;
     let out = cmd
         .current_dir(dir)
         .env("TEST_NGINX_BINARY", binary)
         .env("TEST_NGINX_GLOBALS", globals.trim())
         .args(["-j", JOBS])
-        .args(&files)
+        .args(files)
         .output()
         .map_err(|e| format!("cannot run prove (apt-get install perl): {e}"))?;
     let text = format!(
@@ -121,6 +137,25 @@ fn way(dir: &Path, binary: &Path, module: Option<&Path>) -> Result<(Counts, Stri
         String::from_utf8_lossy(&out.stderr)
     );
     Ok((parse(&text), text))
+}
+
+/// Whether prove's run of [`OURS`] on stock nginx failed exactly as the
+/// race makes it: every file, only its tests 3 and 4.
+fn race_reproduced(c: &Counts, text: &str) -> bool {
+    !c.passed && c.files == OURS.len() as u32 && text.matches(STOCK_FAILS).count() == OURS.len()
+}
+
+/// [`OURS`] copied into the suite's directory (they use its `lib/`);
+/// returns their names.
+fn copy_ours(dir: &Path) -> Result<Vec<String>> {
+    let from = crate::workspace::root().join("nginx-src-patches/tests");
+    OURS.iter()
+        .map(|name| {
+            std::fs::copy(from.join(name), dir.join(name))
+                .map(|_| name.to_string())
+                .map_err(|e| format!("{}: {e}", from.join(name).display()))
+        })
+        .collect()
 }
 
 /// [`FILES`] as the suite's directory has them, sorted.
@@ -168,20 +203,31 @@ pub fn step(built: &Built) -> Step {
             return step;
         }
     };
+    let (theirs, ours) = match expand(&dir).and_then(|t| Ok((t, copy_ours(&dir)?))) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("xtask: error: nginx-tests: {e}");
+            return step;
+        }
+    };
+    let all: Vec<String> = theirs.iter().chain(&ours).cloned().collect();
     let stock = built.install.join("stock/sbin/nginx");
     let patched = built.install.join("patched/sbin/nginx");
     let module = built.install.join("modules").join(MODULE_FILE);
-    let mut ways: Vec<(&str, &Path, Option<&Path>)> = vec![
-        ("stock", &stock, None),
-        ("module on", &stock, Some(&module)),
+    let mut ways: Vec<(&str, &[String], &Path, Option<&Path>)> = vec![
+        ("stock", &theirs, &stock, None),
+        ("stock, the race", &ours, &stock, None),
+        ("module on", &all, &stock, Some(&module)),
     ];
     if patched.is_file() {
-        ways.push(("patched", &patched, None));
+        ways.push(("patched", &all, &patched, None));
     }
     let results: Vec<(&str, Result<(Counts, String)>)> = std::thread::scope(|s| {
         let handles: Vec<_> = ways
             .iter()
-            .map(|(name, binary, module)| (*name, s.spawn(|| way(&dir, binary, *module))))
+            .map(|(name, files, binary, module)| {
+                (*name, s.spawn(|| way(&dir, files, binary, *module)))
+            })
             .collect();
         handles
             .into_iter()
@@ -197,6 +243,30 @@ pub fn step(built: &Built) -> Step {
     step.ok = true;
     for (name, r) in results {
         match r {
+            Ok((c, text)) if name == "stock, the race" => {
+                // Stock nginx reproduces the race in each of our files:
+                // exactly their tests 3 and 4 fail.
+                let reproduced = race_reproduced(&c, &text);
+                println!(
+                    "xtask: nginx-tests {} {name}: {} of {} files fail as the race makes them \
+                     ({STOCK_FAILS}), {}",
+                    built.version,
+                    text.matches(STOCK_FAILS).count(),
+                    OURS.len(),
+                    if reproduced {
+                        "as expected"
+                    } else {
+                        "NOT as expected"
+                    }
+                );
+                if reproduced {
+                    step.totals.passed += 1;
+                } else {
+                    println!("{text}");
+                    step.totals.failed += 1;
+                    step.ok = false;
+                }
+            }
             Ok((c, text)) => {
                 println!(
                     "xtask: nginx-tests {} {name}: {} tests in {} files ({} skipped), {}",
@@ -245,6 +315,21 @@ mod tests {
         let failed = parse("Files=3, Tests=60, 1 wallclock secs\nResult: FAIL\n");
         assert!(!failed.passed && failed.tests == 60);
         assert!(!parse("prove: command not found").passed);
+    }
+
+    #[test]
+    fn stock_must_fail_our_files_on_the_race_and_nothing_else() {
+        let text = "upstream_resolve_retry.t (Wstat: 512 Tests: 6 Failed: 2)\n  \
+                    Failed tests:  3-4\nstream_upstream_resolve_retry.t (Wstat: 512 Tests: 6 \
+                    Failed: 2)\n  Failed tests:  3-4\nFiles=2, Tests=12, 14 wallclock secs\n\
+                    Result: FAIL\n";
+        assert!(race_reproduced(&parse(text), text));
+        // One file failing otherwise (it did not start, say) is no race.
+        let other = text.replacen("Failed tests:  3-4", "Failed tests:  1-6", 1);
+        assert!(!race_reproduced(&parse(&other), &other));
+        // A stock nginx that passes them has no race to show.
+        let passed = "Files=2, Tests=12, 14 wallclock secs\nResult: PASS\n";
+        assert!(!race_reproduced(&parse(passed), passed));
     }
 
     #[test]
