@@ -75,8 +75,14 @@ port(8083);
 
 my $p = port(8081);
 
-# the old addresses: listeners of this process, answered by it, and
-# later with a full accept queue, so that nginx's connect waits
+$t->run_daemon(\&dns_daemon, $t)->waitforfile($t->testdir . '/' . port(8982));
+$t->run_daemon(\&new_daemon);
+$t->waitforsocket("127.0.0.2:$p") and $t->waitforsocket("127.0.0.4:$p");
+
+# the old addresses: listeners of this process only (made after the
+# daemons are forked, so that closing them here resets connections),
+# answered by it, and later with a full accept queue, so that nginx's
+# connect waits
 
 my %old = map { $_ => IO::Socket::INET->new(
 	Proto => 'tcp',
@@ -85,9 +91,6 @@ my %old = map { $_ => IO::Socket::INET->new(
 	Reuse => 1
 ) || die "Can't create listening socket: $!\n" } ('127.0.0.1', '127.0.0.3');
 
-$t->run_daemon(\&dns_daemon, $t)->waitforfile($t->testdir . '/' . port(8982));
-$t->run_daemon(\&new_daemon);
-$t->waitforsocket("127.0.0.2:$p") and $t->waitforsocket("127.0.0.4:$p");
 $t->try_run('no resolve in upstream server')->plan(4);
 
 ###############################################################################
@@ -108,7 +111,7 @@ my @fill = map { my $a = $_; map { IO::Socket::INET->new("$a:$p")
 
 my $s = IO::Socket::INET->new('127.0.0.1:' . port(8080))
 	or die "Can't connect to nginx: $!\n";
-wait_log($t, qr/client 127.0.0.1:\d+ connected to 127.0.0.1:/);
+wait_log($t, qr/client 127.0.0.1:${\ $s->sockport()} connected to 127.0.0.1:/);
 
 update_name('127.0.0.2 127.0.0.4');
 is(probe_new(), 'new', 'changed');
@@ -188,6 +191,8 @@ sub wait_log {
 		return if $t->read_file('session.log') =~ $re;
 		select undef, undef, undef, 0.1;
 	}
+
+	die "no $re in session.log\n";
 }
 
 sub update_name {

@@ -260,6 +260,38 @@ impl DnsServer {
         since: Instant,
         timeout: Duration,
     ) -> Result<Query, String> {
+        self.wait_for(name, since, timeout, &format!("{answer:?}"), |a| {
+            a == answer
+        })
+        .await
+    }
+
+    /// Waits until a query for `name` made after `since` was answered with
+    /// at least one address; returns that query.
+    pub async fn wait_any_address(
+        &self,
+        name: &str,
+        since: Instant,
+        timeout: Duration,
+    ) -> Result<Query, String> {
+        self.wait_for(
+            name,
+            since,
+            timeout,
+            "an address",
+            |a| matches!(a, Answer::A(ips) if !ips.is_empty()),
+        )
+        .await
+    }
+
+    async fn wait_for(
+        &self,
+        name: &str,
+        since: Instant,
+        timeout: Duration,
+        what: &str,
+        answered: impl Fn(&Answer) -> bool,
+    ) -> Result<Query, String> {
         let name = key(name);
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -267,13 +299,13 @@ impl DnsServer {
             if let Some(q) = self
                 .log()
                 .into_iter()
-                .find(|q| q.at >= since && q.name == name && q.answer == *answer)
+                .find(|q| q.at >= since && q.name == name && answered(&q.answer))
             {
                 return Ok(q);
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Err(format!(
-                    "no query for {name} answered {answer:?} within {timeout:?}; log: {:?}",
+                    "no query for {name} answered {what} within {timeout:?}; log: {:?}",
                     self.log()
                 ));
             }

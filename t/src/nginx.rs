@@ -194,12 +194,16 @@ impl Nginx {
         };
         // If the harness dies without running Drop (killed), take nginx
         // with it: the kernel sends SIGTERM (nginx's fast shutdown) to the
-        // master when the thread that started it is gone.
-        // SAFETY: prctl(2) is async-signal-safe, as pre_exec requires.
+        // master when the thread that started it is gone. Its own process
+        // group lets `stop` take every process it left (Tengine's master
+        // leaves a spinning child behind when a worker crashed).
+        // SAFETY: prctl(2) and setpgid(2) are async-signal-safe, as
+        // pre_exec requires.
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                libc::setpgid(0, 0);
                 Ok(())
             });
         }
@@ -474,18 +478,25 @@ impl Nginx {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        // SAFETY: as in `signal`.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGQUIT) };
+        let pid = child.id() as libc::pid_t;
+        kill(pid, libc::SIGQUIT);
         let grace = if self.wrapped { 60 } else { 10 };
         let deadline = Instant::now() + Duration::from_secs(grace);
+        let mut exited = false;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {
-                return;
+                exited = true;
+                break;
             }
             pause(Duration::from_millis(20));
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        if !exited {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Whatever the master left in its process group (its own, see
+        // `start`) goes with it: no process outlives the test.
+        kill(-pid, libc::SIGKILL);
     }
 
     /// Every upstream on the module's status page (`/status` on nginx's

@@ -41,7 +41,11 @@ fn ngx_0_5_cannot_build_for_angie_yet() {
             "--target-dir",
         ])
         // The matrix's module target directory: its dependencies are built.
-        .arg(workspace.join("target/module-cargo"))
+        .arg(
+            std::env::var_os("GENERATION_RETRY_MODULE_TARGET_DIR")
+                .filter(|d| !d.is_empty())
+                .map_or_else(|| workspace.join("target/module-cargo"), Into::into),
+        )
         .env("NGINX_BUILD_DIR", &objs)
         .env_remove("NGINX_SOURCE_DIR")
         .output()

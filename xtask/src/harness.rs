@@ -58,7 +58,7 @@ pub const ANGIE_TESTS: &[&str] = &["race", "patched", "stream", "angie"];
 pub fn matrix_tests(version: &str) -> &'static [&'static str] {
     if version.starts_with("tengine-") {
         TENGINE_TESTS
-    } else if version.starts_with("angie-") {
+    } else if crate::source::is_fork(version) {
         ANGIE_TESTS
     } else {
         MATRIX_TESTS

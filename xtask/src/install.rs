@@ -114,11 +114,15 @@ pub fn parse_v(text: &str) -> Option<Identity> {
     if !cur.is_empty() {
         arguments.push(cur);
     }
-    let codebase = text
-        .lines()
-        .find_map(|l| l.split("Tengine version: Tengine/").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .map_or_else(|| version.clone(), |t| format!("tengine-{t}"));
+    let fork = |says: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.split(says).nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(|v| format!("{name}-{v}"))
+    };
+    let codebase = fork("Tengine version: Tengine/", "tengine")
+        .or_else(|| fork("Angie version: Angie/", "angie"))
+        .unwrap_or_else(|| version.clone());
     Some(Identity {
         version,
         codebase,
@@ -317,6 +321,14 @@ fn admissible(a: &Args, id: &Identity) -> Result<bool> {
              1.27.3 (nginx/nginx#1656). Nothing to install."
         );
         return Ok(false);
+    }
+    if id.codebase.starts_with("angie-") {
+        return Err(format!(
+            "{bin} is {}: no module on ngx 0.5 can be built for Angie (nginx-sys's module \
+             structure names nginx's `spare1`, which Angie calls `angie_sign`). Angie's fix is \
+             its core patch: nginx-src-patches/angie-1.12.1 (README, Tengine and Angie)",
+            id.describe()
+        ));
     }
     if id.has("--without-http_upstream_zone_module") {
         println!(
@@ -1072,6 +1084,12 @@ mod tests {
             ("1.31.3", "tengine-3.2.0")
         );
         assert_eq!(t.describe(), "tengine-3.2.0 (nginx 1.31.3)");
+        let a = parse_v(
+            "Angie version: Angie/1.12.1\nnginx version: nginx/1.31.2\n\
+             configure arguments: --with-compat\n",
+        )
+        .unwrap();
+        assert_eq!(a.codebase, "angie-1.12.1");
     }
 
     #[test]

@@ -111,7 +111,7 @@ nginx-test   build, then run the unit tests and the nginx integration suite
              test name filter); `--nginx all` is CI's run: the whole suite on
              {NGINX_VERSION}, the matrix tests on every other version, and Debian
 nginx-tests  build, then only nginx's own test suite (nginx-tests: upstream,
-             proxy and stream proxy files) three ways: stock, module on, patched
+             proxy and stream proxy files) ways: stock, module on, patched, the race on stock
              (same --nginx options; the suite from the mirror or
              GENERATION_RETRY_NGINX_TESTS=DIR)
 install      the operator's command: build the module for the nginx binary named

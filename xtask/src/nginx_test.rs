@@ -10,7 +10,7 @@ use crate::harness::{
 };
 use crate::versions::{self, Which, DEFAULT, MATRIX};
 use crate::workspace::{cargo, Result};
-use crate::{build, debian, external, suite, valgrind};
+use crate::{build, debian, external, source, suite, valgrind};
 
 /// `cargo xtask nginx-test [--nginx VERSION|all] [--nginx-source PATH] [-- ARGS]`.
 pub fn command(args: &[String]) -> Result {
@@ -20,16 +20,12 @@ pub fn command(args: &[String]) -> Result {
     match &sel.which {
         Which::One(v) => {
             let default = v == DEFAULT && sel.source.is_none();
-            // Tengine runs what its empty-list crash leaves testable
-            // (harness::TENGINE_TESTS); every other nginx the whole suite.
-            let fork = v.starts_with("tengine-") || v.starts_with("angie-");
-            let only = fork.then(|| matrix_tests(v));
             steps.extend(version_steps(
                 v,
                 sel.source.as_deref(),
                 default,
                 &extra,
-                only,
+                None,
             ));
         }
         Which::All => {
@@ -140,7 +136,7 @@ pub fn command(args: &[String]) -> Result {
 }
 
 /// `cargo xtask nginx-tests [--nginx VERSION|all] [--nginx-source PATH]`:
-/// the build, then only nginx's own tests on it, three ways (`suite.rs`).
+/// the build, then only nginx's own tests on it, stock, with the module, patched, and the race on stock (`suite.rs`).
 pub fn suite_command(args: &[String]) -> Result {
     let (sel, extra) = versions::parse(args)?;
     if !extra.is_empty() {
@@ -179,6 +175,15 @@ fn version_steps(
     let built = build::build_version(version, source);
     let build_s = started.elapsed().as_secs_f64();
     let tested = built.as_ref().ok().cloned();
+    // A fork runs what it can (harness::TENGINE_TESTS, ANGIE_TESTS), as
+    // the built tree says (`--nginx-source` names it too); every other
+    // nginx the whole suite.
+    let only = only.or_else(|| {
+        tested
+            .as_ref()
+            .filter(|b| source::is_fork(&b.version))
+            .map(|b| matrix_tests(&b.version))
+    });
     let mut steps = vec![test_step(version, built, build_s, default, extra, only)];
     steps.extend(nginx_tests(tested.as_ref(), extra));
     steps
@@ -192,10 +197,7 @@ fn version_steps(
 /// tests").
 fn nginx_tests(built: Option<&build::Built>, extra: &[String]) -> Option<Step> {
     let built = built?;
-    let fork = ["tengine-", "angie-"]
-        .iter()
-        .any(|f| built.version.starts_with(f));
-    if !extra.is_empty() || fork {
+    if !extra.is_empty() || source::is_fork(&built.version) {
         return None;
     }
     Some(suite::step(built))
@@ -296,14 +298,16 @@ fn test_step(
     {
         // Angie: no module, so only the tests of stock and patched nginx
         // (by name: `stock_*`, `patched_*`, and angie.rs's), none with the
-        // module in them (`module_*`).
+        // module in them (`module_*`). A filter of the caller's is kept
+        // as it is (filters widen each other), only narrowed.
         eprintln!(
             "xtask: nginx {}: no module: only the stock_*, patched_* and angie tests run",
             built.version
         );
-        for a in ["stock_", "patched_", "angie", "--skip", "module_"] {
-            test_args.push(a.to_string());
+        if extra.is_empty() {
+            test_args.extend(["stock_", "patched_", "angie"].map(String::from));
         }
+        test_args.extend(["--skip", "module_"].map(String::from));
     }
     if !test_args.is_empty() {
         cmd.arg("--").args(test_args);

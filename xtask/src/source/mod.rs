@@ -126,6 +126,12 @@ pub fn is_release(name: &str) -> bool {
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// A fork of nginx (`tengine-X.Y.Z`, `angie-X.Y.Z`), which runs its own
+/// set of tests and not nginx's own suite.
+pub fn is_fork(name: &str) -> bool {
+    name.starts_with("tengine-") || name.starts_with("angie-")
+}
+
 /// `master-COMMIT` (7 to 40 hex digits), `tengine-X.Y.Z` or `angie-X.Y.Z`.
 pub fn is_codebase(name: &str) -> bool {
     if let Some(commit) = name.strip_prefix("master-") {
