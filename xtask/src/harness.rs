@@ -34,17 +34,19 @@ pub const MATRIX_TESTS: &[&str] = &[
 ];
 
 /// Tengine's: the races, http and stream (stock fails, `on` rescues, `off`
-/// counts, patched rescues), the directive matrix, and the empty list,
-/// where stock Tengine 3.2.0's worker crashes (proven, so that Tengine's
-/// fix is noticed) and the patched one refuses. The rest of
-/// [`MATRIX_TESTS`] sends requests into empty lists on purpose (NXDOMAIN
-/// rows, readiness probes before the first resolution), which kills stock
-/// Tengine's worker with or without the module: README, "Tengine".
+/// counts, patched rescues), every balancer row (with the module and
+/// patched), the directive matrix, and the empty list, where stock Tengine
+/// 3.2.0's worker crashes (proven, so that Tengine's fix is noticed) and
+/// the patched one refuses. The rest of [`MATRIX_TESTS`] sends requests
+/// into empty lists on purpose (NXDOMAIN rows), which kills stock
+/// Tengine's worker with or without the module: README, "Tengine and
+/// Angie". (Readiness probes wait for nginx to be told an address there.)
 pub const TENGINE_TESTS: &[&str] = &[
     "race",
     "module_race",
     "stream",
     "patched",
+    "balancers",
     "directive",
     "empty_list",
 ];
