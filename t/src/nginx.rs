@@ -54,9 +54,12 @@ pub fn version() -> (u32, u32, u32) {
 /// Whether the nginx under test is Tengine (`nginx -v` says
 /// `Tengine version: Tengine/X.Y.Z` before nginx's version).
 pub fn is_tengine() -> bool {
-    let binary = installed("stock/sbin/nginx");
-    let out = Command::new(&binary).arg("-v").output().expect("nginx -v");
-    String::from_utf8_lossy(&out.stderr).contains("Tengine version:")
+    static TENGINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TENGINE.get_or_init(|| {
+        let binary = installed("stock/sbin/nginx");
+        let out = Command::new(&binary).arg("-v").output().expect("nginx -v");
+        String::from_utf8_lossy(&out.stderr).contains("Tengine version:")
+    })
 }
 
 /// `rel` under [`install_dir`], which must be there.

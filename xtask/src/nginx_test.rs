@@ -136,7 +136,8 @@ pub fn command(args: &[String]) -> Result {
 }
 
 /// `cargo xtask nginx-tests [--nginx VERSION|all] [--nginx-source PATH]`:
-/// the build, then only nginx's own tests on it, stock, with the module, patched, and the race on stock (`suite.rs`).
+/// the build, then only nginx's own tests on it: stock, with the module,
+/// patched, and the race on stock (`suite.rs`).
 pub fn suite_command(args: &[String]) -> Result {
     let (sel, extra) = versions::parse(args)?;
     if !extra.is_empty() {
