@@ -8,12 +8,16 @@
 //! setting wins, the top-level one is the default for upstreams with a
 //! `zone`.
 
+use core::cell::Cell;
 use core::ffi::{c_char, c_void};
-use core::ptr;
+use core::{mem, ptr};
 
 use generation_retry_core::directive::{parse_resnapshot, warning, Resnapshot, DIRECTIVE};
 use ngx::core::{Pool, NGX_CONF_ERROR};
-use ngx::ffi::{ngx_command_t, ngx_conf_t, ngx_shm_zone_t, NGX_LOG_EMERG, NGX_LOG_WARN};
+use ngx::ffi::{
+    ngx_command_t, ngx_conf_t, ngx_event_free_peer_pt, ngx_event_get_peer_pt, ngx_shm_zone_t,
+    NGX_LOG_EMERG, NGX_LOG_WARN,
+};
 use ngx::ngx_conf_log_error;
 
 use crate::ffi_ext::{conf_args, conf_slot, Position};
@@ -32,15 +36,16 @@ pub struct SrvConf<P: Proto> {
     pub original_init: InitPeer<P>,
     /// This upstream's counters; NULL until the zone is initialised.
     pub slot: *const Slot,
+    /// This module's `peer.init` as installed: while the block's
+    /// `peer.init` is still this one, no module loaded later wrapped it, and
+    /// a request may take the lean path (`crate::peer::lean`).
+    pub wrapper_init: InitPeer<P>,
+    /// The inner balancer's `get` and `free` as the worker's first request
+    /// found them; a request whose inner init installs others takes the
+    /// full path.
+    pub inner_get: Cell<ngx_event_get_peer_pt>,
+    pub inner_free: Cell<ngx_event_free_peer_pt>,
 }
-
-// Plain values and pointers whatever P is (a derive would require P: Copy).
-impl<P: Proto> Clone for SrvConf<P> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<P: Proto> Copy for SrvConf<P> {}
 
 impl<P: Proto> Default for SrvConf<P> {
     fn default() -> Self {
@@ -50,6 +55,9 @@ impl<P: Proto> Default for SrvConf<P> {
             active: None,
             original_init: None,
             slot: ptr::null(),
+            wrapper_init: None,
+            inner_get: Cell::new(None),
+            inner_free: Cell::new(None),
         }
     }
 }
@@ -120,12 +128,15 @@ impl<P: Proto> MainConf<P> {
 }
 
 /// A configuration structure in the cycle's pool, with no destructor to run
-/// (plain values and pointers), so without a pool cleanup.
-pub(crate) fn create<T: Default + Copy>(cf: *mut ngx_conf_t) -> *mut c_void {
+/// (plain values, cells and pointers), so without a pool cleanup.
+pub(crate) fn create<T: Default>(cf: *mut ngx_conf_t) -> *mut c_void {
+    const { assert!(!mem::needs_drop::<T>()) };
     // SAFETY: nginx calls create_*_conf with the configuration being parsed,
     // whose pool lives as long as the cycle.
     let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
-    let p = pool.alloc_type::<T>();
+    // ngx_palloc aligns to NGX_ALIGNMENT, a pointer's: enough for the
+    // pointers, integers and cells of the configuration structures.
+    let p = pool.alloc(mem::size_of::<T>()).cast::<T>();
     if !p.is_null() {
         // SAFETY: a fresh, aligned allocation of a T.
         unsafe { p.write(T::default()) };

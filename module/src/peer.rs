@@ -29,6 +29,7 @@
 
 mod history;
 mod inner;
+pub(crate) mod lean;
 mod live;
 
 use core::ffi::c_void;
@@ -43,8 +44,10 @@ use ngx::ngx_log_error;
 
 use self::history::History;
 use self::inner::{Head, Inner};
+use self::lean::Word;
 use self::live::Live;
 use crate::conf::SrvConf;
+use crate::ffi_ext::conf_slot;
 use crate::ffi_ext::str_ptr_lossy;
 use crate::proto::{generation, upstream_name, Proto};
 
@@ -95,27 +98,91 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     us: *mut P::Upstream,
 ) -> ngx_int_t {
     // SAFETY: nginx calls peer.init with the request and its upstream block;
-    // the upstream block is not written by the inner init.
-    let uscf = unsafe { &*us };
-    let Some((conf, original)) = SrvConf::<P>::of(uscf).and_then(|c| Some((c, c.original_init?)))
-    else {
-        return Status::NGX_ERROR.into();
+    // the upstream block is not written by the inner init. setup installed
+    // this function only in blocks with this module's SrvConf and an
+    // original peer.init (`SrvConf::original_init`), which stay so for the
+    // cycle.
+    let (uscf, conf, original) = unsafe {
+        let uscf = &*us;
+        let conf = &*(conf_slot(P::srv_conf(uscf), P::module()) as *const SrvConf<P>);
+        (uscf, conf, conf.original_init.unwrap_unchecked())
     };
-
-    // Read before the inner init (see `Snapshot::new`).
+    // Read before the inner init (see `Snapshot::new`), and written first,
+    // as the lean path's word, so that it need not be kept across the
+    // inner init; the full path replaces it.
     let snapshot = generation::<P>(uscf);
+    // SAFETY: the live request of this call.
+    unsafe { *P::ctx_slot(r) = Word::<PeerData<P>>::lean(snapshot, false) };
     // SAFETY: the original peer.init with the arguments nginx gave us. No
     // reference into the request is alive across the call, which writes it.
     let rc = unsafe { original(r, us) };
     if rc != Status::NGX_OK.into() {
         return rc;
     }
-    // SAFETY: the request is live and has an upstream; the inner init has
-    // returned.
+    // SAFETY: the request is live, nginx set its upstream before calling
+    // peer.init, and the inner init has filled its peer connection.
+    if let Some((pc, _)) = unsafe { P::peer_connection(r) } {
+        // SAFETY: &r->upstream->peer of the live request, not otherwise
+        // referenced here.
+        let pc = unsafe { &mut *pc };
+        if lean::usual(conf, pc) {
+            lean::install::<P>(pc);
+            trace_init::<P>(pc, uscf, snapshot, "lean");
+            return Status::NGX_OK.into();
+        }
+    }
+    // SAFETY: as above.
+    unsafe { init_unusual::<P>(r, us) }
+}
+
+/// The trace of a request's init, on an nginx built `--with-debug`.
+#[inline]
+fn trace_init<P: Proto>(pc: &ngx_peer_connection_t, us: &P::Upstream, at: usize, path: &str) {
+    trace!(
+        P,
+        pc.log,
+        "{}init {}upstream \"{}\" peer at generation {at}, {path}",
+        log::MARKER,
+        P::PROTOCOL.log_prefix(),
+        upstream_name::<P>(us)
+    );
+}
+
+/// A request whose inner init did not install what the lean path knows:
+/// the worker's first request of this upstream, which learns it if the lean
+/// path holds here ([`lean::learn`]), or one that takes the full path.
+///
+/// # Safety
+/// As in `init_peer` once the inner init returned `NGX_OK`: `r` the live
+/// request, `us` its wrapped upstream block.
+#[cold]
+#[inline(never)]
+unsafe fn init_unusual<P: Proto>(r: *mut P::Request, us: *mut P::Upstream) -> ngx_int_t {
+    // SAFETY: per the contract.
+    let uscf = unsafe { &*us };
+    let Some(conf) = SrvConf::<P>::of(uscf) else {
+        return Status::NGX_ERROR.into();
+    };
+    // SAFETY: per the contract.
     let Some((pc, pool)) = (unsafe { P::peer_connection(r) }) else {
         return Status::NGX_ERROR.into();
     };
-
+    // SAFETY: as in init_peer.
+    let pc = unsafe { &mut *pc };
+    // SAFETY: init_peer wrote the word; the live request.
+    let Word::Lean {
+        generation: snapshot,
+        ..
+    } = Word::<PeerData<P>>::read(unsafe { *P::ctx_slot(r) })
+    else {
+        return Status::NGX_ERROR.into();
+    };
+    // SAFETY: per the contract.
+    if unsafe { lean::learn::<P>(r, uscf, conf, pc) } {
+        lean::install::<P>(pc);
+        trace_init::<P>(pc, uscf, snapshot, "lean");
+        return Status::NGX_OK.into();
+    }
     // SAFETY: the request's live pool, which outlives every use of the
     // peer data; ngx_palloc aligns to NGX_ALIGNMENT (a pointer's), enough
     // for PeerData's pointers and integers.
@@ -123,9 +190,6 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     if pd.is_null() {
         return Status::NGX_ERROR.into();
     }
-    // SAFETY: pc is &r->upstream->peer of the live request, not otherwise
-    // referenced here.
-    let pc = unsafe { &mut *pc };
     let inner = Inner::take(pc);
     // SAFETY: `pd` is a fresh, aligned allocation of a PeerData.
     unsafe {
@@ -141,16 +205,9 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
         })
     };
     install(pc, pd, &inner);
-    trace!(
-        P,
-        pc.log,
-        "{}init {}upstream \"{}\" peer at generation {snapshot}",
-        log::MARKER,
-        P::PROTOCOL.log_prefix(),
-        upstream_name::<P>(uscf)
-    );
+    trace_init::<P>(pc, uscf, snapshot, "full");
     // SAFETY: the live request of this call.
-    unsafe { P::on_init(r, pd.cast()) };
+    unsafe { *P::ctx_slot(r) = pd.cast() };
     Status::NGX_OK.into()
 }
 

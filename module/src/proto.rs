@@ -9,23 +9,23 @@
 //! [`Registered`] for it.
 
 use core::ffi::{c_char, c_void, CStr};
+use core::mem::offset_of;
 use core::ptr;
 
 use generation_retry_core::metrics::Protocol;
 use ngx::ffi::{
-    ngx_array_t, ngx_atomic_t, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_request_t,
-    ngx_http_upstream_main_conf_t, ngx_http_upstream_rr_peers_t, ngx_http_upstream_srv_conf_t,
-    ngx_int_t, ngx_module_t, ngx_peer_connection_t, ngx_pool_t, ngx_shm_zone_t, ngx_str_t,
-    ngx_uint_t,
+    ngx_array_t, ngx_atomic_t, ngx_conf_t, ngx_http_cleanup_t, ngx_http_conf_ctx_t,
+    ngx_http_request_t, ngx_http_upstream_main_conf_t, ngx_http_upstream_rr_peers_t,
+    ngx_http_upstream_srv_conf_t, ngx_http_upstream_t, ngx_int_t, ngx_module_t,
+    ngx_peer_connection_t, ngx_pool_t, ngx_shm_zone_t, ngx_str_t, ngx_uint_t,
 };
 #[cfg(generation_retry_stream)]
 use ngx::ffi::{
     ngx_stream_conf_ctx_t, ngx_stream_session_t, ngx_stream_upstream_main_conf_t,
-    ngx_stream_upstream_rr_peers_t, ngx_stream_upstream_srv_conf_t,
+    ngx_stream_upstream_rr_peers_t, ngx_stream_upstream_srv_conf_t, ngx_stream_upstream_t,
 };
 
 use ngx::ffi::{ngx_rwlock_rlock, ngx_rwlock_unlock};
-use ngx::http::Request;
 use ngx::log::DebugMask;
 
 /// `peer.init` of an upstream block of protocol `P`.
@@ -110,6 +110,9 @@ pub(crate) trait Proto: Registered + Sized + 'static {
     /// `us->peer.data`: the round-robin list once `init_upstream` ran.
     fn peers(us: &Self::Upstream) -> *const Self::Peers;
     fn peer_init(us: &mut Self::Upstream) -> &mut InitPeer<Self>;
+    /// The block's `peer.init` now: this module's own when no module
+    /// loaded after it wrapped it again.
+    fn installed_init(us: &Self::Upstream) -> InitPeer<Self>;
     fn file_line(us: &Self::Upstream) -> (*const c_char, ngx_uint_t);
 
     /// The request's `&upstream->peer` and the pool for per-request state.
@@ -120,12 +123,39 @@ pub(crate) trait Proto: Registered + Sized + 'static {
         req: *mut Self::Request,
     ) -> Option<(*mut ngx_peer_connection_t, *mut ngx_pool_t)>;
 
-    /// Called once the per-request state exists (http keeps it in the
-    /// request's module context for `$generation_retry_resnapshots`).
+    /// The pool of a request (a stream session's connection pool).
     ///
     /// # Safety
-    /// As for [`Proto::peer_connection`].
-    unsafe fn on_init(_req: *mut Self::Request, _state: *mut c_void) {}
+    /// `req` is a live request or session.
+    unsafe fn pool(req: *mut Self::Request) -> *mut ngx_pool_t;
+
+    /// This module's slot in the request's module contexts: the wrapper's
+    /// per-request word (`crate::peer::lean`), which http's
+    /// `$generation_retry_resnapshots` reads too.
+    ///
+    /// # Safety
+    /// `req` is a live request or session (its `ctx` array is allocated
+    /// with it, one slot per module of the protocol).
+    unsafe fn ctx_slot(req: *mut Self::Request) -> *mut *mut c_void;
+
+    /// The upstream block of the request whose `&upstream->peer` is `pc`:
+    /// `pc` is a field of nginx's per-request upstream structure, which
+    /// also names the block.
+    ///
+    /// # Safety
+    /// `pc` is the `peer` field of a live `ngx_{http,stream}_upstream_t`
+    /// whose `upstream` is set (nginx sets it before `peer.init`).
+    unsafe fn upstream_of(pc: *mut ngx_peer_connection_t) -> *mut Self::Upstream;
+
+    /// The request (session) whose upstream's peer connection is `pc`,
+    /// found through what nginx itself links to it, checked to lead back to
+    /// `pc`; NULL when it does not. http: the upstream's cleanup entry,
+    /// whose data is the request; stream: the connection's log, whose data
+    /// is the session.
+    ///
+    /// # Safety
+    /// As for [`Proto::upstream_of`].
+    unsafe fn owner(pc: *mut ngx_peer_connection_t) -> *mut Self::Request;
 }
 
 /// The accessors of [`Proto`] over fields that http and stream name alike.
@@ -148,6 +178,9 @@ macro_rules! upstream_fields {
         }
         fn peer_init(us: &mut Self::Upstream) -> &mut InitPeer<Self> {
             &mut us.peer.init
+        }
+        fn installed_init(us: &Self::Upstream) -> InitPeer<Self> {
+            us.peer.init
         }
         fn file_line(us: &Self::Upstream) -> (*const c_char, ngx_uint_t) {
             (us.file_name.cast_const().cast(), us.line)
@@ -190,12 +223,42 @@ impl Proto for Http {
         }
     }
 
-    unsafe fn on_init(r: *mut ngx_http_request_t, state: *mut c_void) {
-        // SAFETY: per the contract, a live request; its ctx array, which
-        // ngx's set_module_ctx indexes without a NULL check, is allocated
-        // with the request (ngx_http_alloc_request).
-        let r = unsafe { Request::from_ngx_http_request(r) };
-        r.set_module_ctx(state, Self::module());
+    unsafe fn pool(r: *mut ngx_http_request_t) -> *mut ngx_pool_t {
+        // SAFETY: per the contract.
+        unsafe { (*r).pool }
+    }
+
+    unsafe fn ctx_slot(r: *mut ngx_http_request_t) -> *mut *mut c_void {
+        // SAFETY: per the contract; r->ctx is allocated with the request
+        // (ngx_http_alloc_request), a slot per http module.
+        unsafe { (*r).ctx.add(Self::module().ctx_index) }
+    }
+
+    unsafe fn upstream_of(pc: *mut ngx_peer_connection_t) -> *mut ngx_http_upstream_srv_conf_t {
+        // SAFETY: per the contract, pc is `&u->peer` of a live upstream.
+        unsafe {
+            (*container_of::<ngx_http_upstream_t>(pc, offset_of!(ngx_http_upstream_t, peer)))
+                .upstream
+        }
+    }
+
+    unsafe fn owner(pc: *mut ngx_peer_connection_t) -> *mut ngx_http_request_t {
+        let u = container_of::<ngx_http_upstream_t>(pc, offset_of!(ngx_http_upstream_t, peer));
+        // SAFETY: per the contract. ngx_http_upstream_init_request adds the
+        // request's cleanup entry, with the request as its data, and keeps
+        // `&cln->handler` in u->cleanup (NULL once the upstream is
+        // finalised); `handler` is the entry's first field.
+        unsafe {
+            let cleanup = (*u).cleanup as *mut ngx_http_cleanup_t;
+            let Some(cln) = cleanup.as_ref() else {
+                return ptr::null_mut();
+            };
+            let r = cln.data as *mut ngx_http_request_t;
+            if r.is_null() || (*r).upstream != u {
+                return ptr::null_mut();
+            }
+            r
+        }
     }
 }
 
@@ -231,6 +294,49 @@ impl Proto for Stream {
             Some((&mut u.peer, c.pool))
         }
     }
+
+    unsafe fn pool(s: *mut ngx_stream_session_t) -> *mut ngx_pool_t {
+        // SAFETY: per the contract; a live session has its connection.
+        unsafe { (*(*s).connection).pool }
+    }
+
+    unsafe fn ctx_slot(s: *mut ngx_stream_session_t) -> *mut *mut c_void {
+        // SAFETY: per the contract; s->ctx is allocated with the session
+        // (ngx_stream_init_connection), a slot per stream module.
+        unsafe { (*s).ctx.add(Self::module().ctx_index) }
+    }
+
+    unsafe fn upstream_of(pc: *mut ngx_peer_connection_t) -> *mut ngx_stream_upstream_srv_conf_t {
+        // SAFETY: per the contract, pc is `&u->peer` of a live upstream.
+        unsafe {
+            (*container_of::<ngx_stream_upstream_t>(pc, offset_of!(ngx_stream_upstream_t, peer)))
+                .upstream
+        }
+    }
+
+    unsafe fn owner(pc: *mut ngx_peer_connection_t) -> *mut ngx_stream_session_t {
+        let u = container_of::<ngx_stream_upstream_t>(pc, offset_of!(ngx_stream_upstream_t, peer));
+        // SAFETY: per the contract. The proxy module gives the peer
+        // connection the session connection's log
+        // (ngx_stream_proxy_handler), whose data is the session
+        // (ngx_stream_init_connection); checked to lead back to `pc`.
+        unsafe {
+            let Some(log) = (*pc).log.as_ref() else {
+                return ptr::null_mut();
+            };
+            let s = log.data as *mut ngx_stream_session_t;
+            if s.is_null() || (*s).upstream != u {
+                return ptr::null_mut();
+            }
+            s
+        }
+    }
+}
+
+/// The structure of type `T` that holds `pc` at `offset`.
+#[inline]
+fn container_of<T>(pc: *mut ngx_peer_connection_t, offset: usize) -> *mut T {
+    pc.cast::<u8>().wrapping_sub(offset).cast()
 }
 
 /// The round-robin peer list of an upstream with a `zone`: after the zone is

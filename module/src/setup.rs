@@ -15,7 +15,7 @@ use ngx::ngx_log_error;
 use crate::conf::{MainConf, SrvConf};
 use crate::ffi_ext::{conf_slot, module_ctx_index};
 use crate::peer;
-use crate::proto::{generation, peer_counts, upstream_name, Proto};
+use crate::proto::{generation, peer_counts, upstream_name, InitPeer, Proto};
 use crate::shm::{self, Assigner, Registration};
 
 /// Runs once per `http` or `stream` block, after every upstream's
@@ -67,9 +67,11 @@ pub(crate) unsafe fn postconfiguration<P: Proto>(cf: &mut ngx_conf_t) -> ngx_int
         };
         if effective.is_some() && original.is_some() {
             if let Some(conf) = SrvConf::<P>::of_mut(us) {
+                let wrapper: InitPeer<P> = Some(peer::init_peer::<P>);
                 conf.active = effective;
                 conf.original_init = original;
-                *P::peer_init(us) = Some(peer::init_peer::<P>);
+                conf.wrapper_init = wrapper;
+                *P::peer_init(us) = wrapper;
             }
         }
     }

@@ -9,10 +9,9 @@ use ngx::ffi::{
 
 use generation_retry_core::metrics::decimal;
 
-use ngx::http::Request;
-
+use crate::peer::lean::Word;
 use crate::peer::PeerData;
-use crate::proto::{Http, Registered};
+use crate::proto::{Http, Proto};
 
 const NAME: &str = "generation_retry_resnapshots";
 
@@ -40,13 +39,16 @@ unsafe extern "C" fn get(
     _data: usize,
 ) -> ngx_int_t {
     // SAFETY: nginx passes a live request and the value to fill.
-    let (req, v) = unsafe { (Request::from_ngx_http_request(r), &mut *v) };
-    // Our ctx slot is NULL or the PeerData set by init_peer for this request,
-    // in its pool; r->ctx itself is allocated with the request, so ngx's
-    // unchecked get_module_ctx is sound.
-    let n = req
-        .get_module_ctx::<PeerData<Http>>(Http::module())
-        .map_or(0, PeerData::resnapshots);
+    let v = unsafe { &mut *v };
+    // Our ctx slot is NULL, the lean path's word, or the PeerData of the
+    // full path, in the request's pool (see `crate::peer::lean`).
+    // SAFETY: a live request, whose ctx array is allocated with it.
+    let word = Word::<PeerData<Http>>::read(unsafe { *Http::ctx_slot(r) });
+    let n = match word {
+        // SAFETY: the full path's state of this request, in its pool.
+        Word::Full(pd) => unsafe { (*pd).resnapshots() },
+        Word::Lean { .. } | Word::Empty => 0,
+    };
     // SAFETY: as above.
     let r = unsafe { &*r };
     let mut digits = [0u8; 10];

@@ -103,8 +103,33 @@ async fn traces_the_rescue_at_debug_level(flavor: Flavor) {
     assert_eq!(rescued.len(), 1, "one rescued selection traced");
     let at = rescued[0];
     assert_eq!(lines[at].level, "debug", "{}", lines[at].whole);
+    // The request starts lean (no per-request state) and takes its full
+    // state at its first failed attempt, before the refusal the rescue
+    // answers.
+    let lean = format!("{}init upstream \"be\" peer at generation ", log::MARKER);
+    let full = format!("{}full state taken at generation ", log::MARKER);
+    let init_at = (0..at)
+        .rev()
+        .find(|&i| lines[i].conn == lines[at].conn && lines[i].message.starts_with(&lean))
+        .unwrap_or_else(|| panic!("no init traced before the rescue on *{:?}", lines[at].conn));
+    let path = lines[init_at].message[lean.len()..]
+        .trim_start_matches(|c: char| c.is_ascii_digit())
+        .strip_prefix(", ")
+        .and_then(|rest| rest.split(',').next());
+    assert_eq!(
+        path,
+        Some("lean"),
+        "the raced request's init takes the lean path: {}",
+        lines[init_at].whole
+    );
+    assert!(
+        lines[init_at..at]
+            .iter()
+            .any(|l| l.conn == lines[at].conn && l.message.starts_with(&full)),
+        "no full state taken between the init and the rescue on *{:?}",
+        lines[at].conn
+    );
     for line in [
-        format!("{}init upstream \"be\" peer at generation ", log::MARKER),
         format!(
             "{}re-snapshot of \"be\": peer.init 0, fresh state",
             log::MARKER

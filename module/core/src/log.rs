@@ -99,6 +99,17 @@ pub fn errored(protocol: Protocol, upstream: &str, fault: Fault) -> String {
     )
 }
 
+/// `[warn]`: a refusal or a failed attempt of a request on the wrapper's
+/// lean path that could not be taken to its full state (`why`), so this
+/// request goes on as without the module. Not expected with nginx's own
+/// modules.
+pub fn unexamined(protocol: Protocol, upstream: &str, why: &str) -> String {
+    format!(
+        "{MARKER}{}upstream \"{upstream}\": this request goes on as without the module: {why}",
+        protocol.log_prefix()
+    )
+}
+
 /// `[warn]` at configuration: the directive in an upstream without `zone`.
 pub fn no_zone(
     directive: &str,
@@ -205,6 +216,7 @@ mod tests {
             be(NoLiveCause::Generation, Failure::StillMoving { max: 2 }),
             errored(Protocol::Http, "be", Fault::ReinitFailed),
             errored(Protocol::Http, "be", Fault::FreshSelectError),
+            unexamined(Protocol::Http, "be", "the request pool is exhausted"),
             be(
                 NoLiveCause::Unavailable,
                 Failure::FreshListRefused { at: 6 },
@@ -253,6 +265,8 @@ mod tests {
                  the balancer's peer.init returned an error",
                 "generation_retry: upstream \"be\": \
                  the selection on the fresh snapshot returned an error",
+                "generation_retry: upstream \"be\": this request goes on as without the module: \
+                 the request pool is exhausted",
                 "generation_retry: upstream \"be\": cause=unavailable, after re-snapshot at generation 6",
                 "generation_retry: upstream \"be\": cause=unavailable, \
                  every peer at generation 6 has an address this request already tried",

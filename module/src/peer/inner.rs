@@ -51,6 +51,21 @@ impl Inner {
         }
     }
 
+    /// The inner balancer of a request on the lean path: `pc` holds its
+    /// data and callbacks but `get` and `free`, which are the upstream's
+    /// (`SrvConf::inner_get`, `inner_free`).
+    pub(super) fn lean(
+        pc: &ngx_peer_connection_t,
+        get: ngx_event_get_peer_pt,
+        free: ngx_event_free_peer_pt,
+    ) -> Inner {
+        Inner {
+            get,
+            free,
+            ..Inner::take(pc)
+        }
+    }
+
     /// Writes these callbacks and state back into `pc`, as they were when
     /// [`Inner::take`] read them.
     pub(super) fn put_back(&self, pc: &mut ngx_peer_connection_t) {
