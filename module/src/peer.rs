@@ -47,7 +47,6 @@ use self::inner::{Head, Inner};
 use self::lean::Word;
 use self::live::Live;
 use crate::conf::SrvConf;
-use crate::ffi_ext::conf_slot;
 use crate::ffi_ext::str_ptr_lossy;
 use crate::proto::{generation, upstream_name, Proto};
 
@@ -98,14 +97,11 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     us: *mut P::Upstream,
 ) -> ngx_int_t {
     // SAFETY: nginx calls peer.init with the request and its upstream block;
-    // the upstream block is not written by the inner init. setup installed
-    // this function only in blocks with this module's SrvConf and an
-    // original peer.init (`SrvConf::original_init`), which stay so for the
-    // cycle.
-    let (uscf, conf, original) = unsafe {
-        let uscf = &*us;
-        let conf = &*(conf_slot(P::srv_conf(uscf), P::module()) as *const SrvConf<P>);
-        (uscf, conf, conf.original_init.unwrap_unchecked())
+    // the upstream block is not written by the inner init.
+    let uscf = unsafe { &*us };
+    let Some((conf, original)) = SrvConf::<P>::of(uscf).and_then(|c| Some((c, c.original_init?)))
+    else {
+        return Status::NGX_ERROR.into();
     };
     // Read before the inner init (see `Snapshot::new`), and written first,
     // as the lean path's word, so that it need not be kept across the
@@ -125,7 +121,7 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
         // SAFETY: &r->upstream->peer of the live request, not otherwise
         // referenced here.
         let pc = unsafe { &mut *pc };
-        if lean::usual(conf, pc) {
+        if lean::usual(us, conf, pc) {
             lean::install::<P>(pc);
             trace_init::<P>(pc, uscf, snapshot, "lean");
             return Status::NGX_OK.into();

@@ -81,6 +81,7 @@ impl Mutant {
 const PEER: &str = "module/src/peer.rs";
 const LIVE: &str = "module/src/peer/live.rs";
 const INNER: &str = "module/src/peer/inner.rs";
+const LEAN: &str = "module/src/peer/lean.rs";
 const RESCUE: &str = "module/core/src/rescue.rs";
 const SHM: &str = "module/src/shm.rs";
 const HTTP_PATCH: &str =
@@ -328,6 +329,8 @@ pub const MUTANTS: &[Mutant] = &[
         file: PEER,
         find: concat!(
             "    let snapshot = generation::<P>(uscf);\n",
+            "    // SAFETY: the live request of this call.\n",
+            "    unsafe { *P::ctx_slot(r) = Word::<PeerData<P>>::lean(snapshot, false) };\n",
             "    // SAFETY: the original peer.init with the arguments nginx gave us. No\n",
             "    // reference into the request is alive across the call, which writes it.\n",
             "    let rc = unsafe { original(r, us) };\n",
@@ -336,6 +339,8 @@ pub const MUTANTS: &[Mutant] = &[
             "    // SAFETY: the original peer.init with the arguments nginx gave us.\n",
             "    let rc = unsafe { original(r, us) };\n",
             "    let snapshot = generation::<P>(uscf);\n",
+            "    // SAFETY: the live request of this call.\n",
+            "    unsafe { *P::ctx_slot(r) = Word::<PeerData<P>>::lean(snapshot, false) };\n",
         ),
         tests: &[(
             "mid_selection",
@@ -401,6 +406,16 @@ pub const MUTANTS: &[Mutant] = &[
         whole_suite: false,
     },
     Mutant {
+        name: "lean-history-not-recorded",
+        file: LEAN,
+        find:
+            "        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc, passed_over) },\n",
+        replace: "        Ok((pd, _, _)) => {\n            let _ = (pd, passed_over);\n        }\n",
+        tests: &[("history", "round_robin"), STREAM_HISTORY],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
         name: "hand-back-revives",
         file: LIVE,
         find: "        self.inner.free(self.pc, state);\n",
@@ -451,13 +466,11 @@ pub const MUTANTS: &[Mutant] = &[
     Mutant {
         name: "do-nothing",
         file: PEER,
-        find: "    pc.data = pd.cast();\n    pc.get = Some(get_peer::<P>);\n",
+        find: "    if rc != Status::NGX_OK.into() {\n        return rc;\n    }\n",
         replace: concat!(
-            "    if true {\n",
-            "        return; // the wrapper is never installed\n",
+            "    if true || rc != Status::NGX_OK.into() {\n",
+            "        return rc; // the wrapper is never installed\n",
             "    }\n",
-            "    pc.data = pd.cast();\n",
-            "    pc.get = Some(get_peer::<P>);\n",
         ),
         tests: &[],
         core: false,

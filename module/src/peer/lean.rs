@@ -15,7 +15,7 @@
 //! history, the pass-through callbacks.
 //!
 //! A request takes the lean path only where that is sound, checked at its
-//! `peer.init` (see [`holds`]): no module wrapped `peer.init` outside this
+//! `peer.init` ([`usual`], [`learn`]): no module wrapped `peer.init` outside this
 //! one (it would keep the callbacks and data it found, which the move to
 //! the full path changes), the inner init installed the upstream's usual
 //! `get` and `free`, and the request is found again from its peer
@@ -46,7 +46,7 @@ const LEAN: usize = 1;
 /// while it stayed lean (its full state could not be made then).
 const RETRIED: usize = 2;
 /// The generation is kept above the two flags: a peer list would have to
-/// change 2^62 times for the shift to lose a bit.
+/// change 2^62 times (2^30 on a 32-bit build) for the shift to lose a bit.
 const SHIFT: u32 = 2;
 
 /// What the request's module context slot holds.
@@ -82,15 +82,23 @@ impl<T> Word<T> {
 }
 
 /// Whether the inner init installed the `get` and `free` the lean path
-/// knows for this upstream (none until [`learn`] said the path holds):
-/// the one check each request's init makes.
+/// knows for this upstream (none until [`learn`] said the path holds), and
+/// `pc` leads back to the upstream block `us` (what `get_lean` and
+/// `free_lean` rely on): the checks each request's init makes.
 #[inline]
-pub(super) fn usual<P: Proto>(conf: &SrvConf<P>, pc: &ngx_peer_connection_t) -> bool {
+pub(super) fn usual<P: Proto>(
+    us: *mut P::Upstream,
+    conf: &SrvConf<P>,
+    pc: &mut ngx_peer_connection_t,
+) -> bool {
     let addr = |f: Option<usize>| f.unwrap_or(0);
     let known = addr(conf.inner_get.get().map(|f| f as usize));
     known != 0
         && known == addr(pc.get.map(|f| f as usize))
         && addr(conf.inner_free.get().map(|f| f as usize)) == addr(pc.free.map(|f| f as usize))
+        // SAFETY: pc is `&r->upstream->peer` of the request being
+        // initialised, whose `upstream` nginx set before peer.init.
+        && unsafe { P::upstream_of(pc) } == us
 }
 
 /// At the worker's first request of an upstream: whether its requests may
@@ -171,19 +179,25 @@ unsafe extern "C" fn get_lean<P: Proto>(
     if rc != BUSY {
         return rc;
     }
-    refused::<P>(pc, data)
+    // SAFETY: the peer connection and inner data nginx passed; no reference
+    // to either is alive.
+    unsafe { refused::<P>(pc, data) }
 }
 
 /// A refusal on the lean path: the request takes its full state, and the
 /// rule decides over it.
+///
+/// # Safety
+/// As for [`take_full`].
 #[cold]
 #[inline(never)]
-fn refused<P: Proto>(pc: *mut ngx_peer_connection_t, data: *mut c_void) -> ngx_int_t {
-    // SAFETY: as in get_lean, which has returned no reference.
+unsafe fn refused<P: Proto>(pc: *mut ngx_peer_connection_t, data: *mut c_void) -> ngx_int_t {
+    // SAFETY: per the contract.
     match unsafe { take_full::<P>(pc, data) } {
         Ok((pd, first, setting)) => decide::<P>(pc, pd, setting, first, Selection::Busy),
         Err(why) => {
-            unexamined::<P>(pc, why);
+            // SAFETY: per the contract.
+            unsafe { unexamined::<P>(pc, why) };
             BUSY
         }
     }
@@ -202,7 +216,9 @@ unsafe extern "C" fn free_lean<P: Proto>(
     let free = unsafe { conf_of::<P>(pc) }.inner_free.get();
     let passed_over = state & (NGX_PEER_FAILED | NGX_PEER_NEXT) as ngx_uint_t;
     if passed_over != 0 {
-        retried::<P>(pc, data, passed_over);
+        // SAFETY: the peer connection and inner data nginx passed; no
+        // reference to either is alive.
+        unsafe { retried::<P>(pc, data, passed_over) };
     }
     if let Some(free) = free {
         // SAFETY: the inner free with its own data, on the peer connection
@@ -212,10 +228,17 @@ unsafe extern "C" fn free_lean<P: Proto>(
 }
 
 /// An attempt freed as failed or passed over on the lean path.
+///
+/// # Safety
+/// As for [`take_full`].
 #[cold]
 #[inline(never)]
-fn retried<P: Proto>(pc: *mut ngx_peer_connection_t, data: *mut c_void, passed_over: ngx_uint_t) {
-    // SAFETY: as in free_lean, which holds no reference.
+unsafe fn retried<P: Proto>(
+    pc: *mut ngx_peer_connection_t,
+    data: *mut c_void,
+    passed_over: ngx_uint_t,
+) {
+    // SAFETY: per the contract.
     match unsafe { take_full::<P>(pc, data) } {
         // SAFETY: the PeerData just made; the peer connection is live.
         Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc, passed_over) },
@@ -233,7 +256,8 @@ fn retried<P: Proto>(pc: *mut ngx_peer_connection_t, data: *mut c_void, passed_o
                     unsafe { *slot = Word::<PeerData<P>>::lean(generation, true) };
                 }
             }
-            unexamined::<P>(pc, why);
+            // SAFETY: per the contract.
+            unsafe { unexamined::<P>(pc, why) };
         }
     }
 }
@@ -261,7 +285,7 @@ unsafe fn take_full<P: Proto>(
     let us = unsafe { P::upstream_of(pc) };
     // SAFETY: per the contract.
     let conf = unsafe { conf_of::<P>(pc) };
-    let setting = conf.active.ok_or("not active")?;
+    let setting = conf.active.ok_or("the upstream is not wrapped")?;
     // SAFETY: per the contract.
     let r = unsafe { P::owner(pc) };
     if r.is_null() {
@@ -322,9 +346,12 @@ unsafe fn take_full<P: Proto>(
 
 /// A refusal or retry the wrapper could not take to the full path: nginx
 /// goes on as without the module for this request. Not expected with
-/// nginx's own modules (see [`holds`]); said once per occurrence, at `warn`.
-fn unexamined<P: Proto>(pc: *mut ngx_peer_connection_t, why: &str) {
-    // SAFETY: the live peer connection.
+/// nginx's own modules (see [`learn`]); said once per occurrence, at `warn`.
+///
+/// # Safety
+/// `pc` is the live peer connection of a request on the lean path.
+unsafe fn unexamined<P: Proto>(pc: *mut ngx_peer_connection_t, why: &str) {
+    // SAFETY: per the contract.
     let (log, us) = unsafe { ((*pc).log, P::upstream_of(pc).as_ref()) };
     let name = us.map(upstream_name::<P>).unwrap_or_default();
     ngx_log_error!(
