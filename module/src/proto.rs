@@ -81,6 +81,12 @@ pub(crate) trait Registered {
 /// Where a protocol keeps what the module needs.
 pub(crate) trait Proto: Registered + Sized + 'static {
     const PROTOCOL: Protocol;
+    /// Whether requests may take the allocation-free lean path
+    /// (`crate::peer::lean`). http: yes. stream: no, each session keeps its
+    /// full state (one allocation per TCP session, beside the session's
+    /// own buffers), so the wrapper's every callback is exercised by every
+    /// stream session.
+    const LEAN: bool;
     /// The nginx module whose main conf lists the upstream blocks.
     const UPSTREAM_MODULE: &'static CStr;
 
@@ -147,11 +153,10 @@ pub(crate) trait Proto: Registered + Sized + 'static {
     /// whose `upstream` is set (nginx sets it before `peer.init`).
     unsafe fn upstream_of(pc: *mut ngx_peer_connection_t) -> *mut Self::Upstream;
 
-    /// The request (session) whose upstream's peer connection is `pc`,
-    /// found through what nginx itself links to it, checked to lead back to
-    /// `pc`; NULL when it does not. http: the upstream's cleanup entry,
-    /// whose data is the request; stream: the connection's log, whose data
-    /// is the session.
+    /// The request whose upstream's peer connection is `pc`, found through
+    /// what nginx itself links to it (http: the upstream's cleanup entry,
+    /// whose data is the request), checked to lead back to `pc`; NULL when
+    /// it does not, or for a protocol without the lean path.
     ///
     /// # Safety
     /// As for [`Proto::upstream_of`].
@@ -195,6 +200,7 @@ pub(crate) struct Stream;
 
 impl Proto for Http {
     const PROTOCOL: Protocol = Protocol::Http;
+    const LEAN: bool = true;
     const UPSTREAM_MODULE: &'static CStr = c"ngx_http_upstream_module";
     type Request = ngx_http_request_t;
     type Upstream = ngx_http_upstream_srv_conf_t;
@@ -265,6 +271,7 @@ impl Proto for Http {
 #[cfg(generation_retry_stream)]
 impl Proto for Stream {
     const PROTOCOL: Protocol = Protocol::Stream;
+    const LEAN: bool = false;
     const UPSTREAM_MODULE: &'static CStr = c"ngx_stream_upstream_module";
     type Request = ngx_stream_session_t;
     type Upstream = ngx_stream_upstream_srv_conf_t;
@@ -314,22 +321,10 @@ impl Proto for Stream {
         }
     }
 
-    unsafe fn owner(pc: *mut ngx_peer_connection_t) -> *mut ngx_stream_session_t {
-        let u = container_of::<ngx_stream_upstream_t>(pc, offset_of!(ngx_stream_upstream_t, peer));
-        // SAFETY: per the contract. The proxy module gives the peer
-        // connection the session connection's log
-        // (ngx_stream_proxy_handler), whose data is the session
-        // (ngx_stream_init_connection); checked to lead back to `pc`.
-        unsafe {
-            let Some(log) = (*pc).log.as_ref() else {
-                return ptr::null_mut();
-            };
-            let s = log.data as *mut ngx_stream_session_t;
-            if s.is_null() || (*s).upstream != u {
-                return ptr::null_mut();
-            }
-            s
-        }
+    /// Not looked for: stream sessions take the full path (see
+    /// [`Proto::LEAN`]).
+    unsafe fn owner(_pc: *mut ngx_peer_connection_t) -> *mut ngx_stream_session_t {
+        ptr::null_mut()
     }
 }
 

@@ -1,5 +1,5 @@
-//! The lean path: a request that is never refused and never retried costs
-//! no allocation. Its wrapper state is one word in the request's module
+//! The lean path: an http request that is never refused and never retried
+//! costs no allocation (stream sessions keep the full path: `Proto::LEAN`). Its wrapper state is one word in the request's module
 //! context slot (the generation its balancer state was taken at), the inner
 //! balancer's `get` and `free` are the upstream's (the same for every
 //! request; `SrvConf::inner_get`, `inner_free`), and the peer connection
@@ -124,7 +124,7 @@ pub(super) unsafe fn learn<P: Proto>(
     // between codegen units).
     let outermost =
         P::installed_init(us).map(|f| f as usize) == conf.wrapper_init.map(|f| f as usize);
-    if conf.inner_get.get().is_some() || !outermost || pc.get.is_none() {
+    if !P::LEAN || conf.inner_get.get().is_some() || !outermost || pc.get.is_none() {
         return false;
     }
     // SAFETY: per the contract.
