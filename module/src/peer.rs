@@ -39,7 +39,9 @@ use generation_retry_core::directive::Resnapshot;
 use generation_retry_core::log;
 use generation_retry_core::rescue::{Decision, Outcome, Selection, Snapshot};
 use ngx::core::Status;
-use ngx::ffi::{ngx_int_t, ngx_palloc, ngx_peer_connection_t, NGX_BUSY, NGX_LOG_ERR, NGX_LOG_INFO};
+use ngx::ffi::{
+    ngx_int_t, ngx_palloc, ngx_peer_connection_t, ngx_pool_t, NGX_BUSY, NGX_LOG_ERR, NGX_LOG_INFO,
+};
 use ngx::ngx_log_error;
 
 use self::history::History;
@@ -179,14 +181,50 @@ unsafe fn init_unusual<P: Proto>(r: *mut P::Request, us: *mut P::Upstream) -> ng
         trace_init::<P>(pc, uscf, snapshot, "lean");
         return Status::NGX_OK.into();
     }
+    // SAFETY: per the contract.
+    let made = unsafe {
+        full_state::<P>(
+            r,
+            us,
+            conf,
+            pc,
+            pool,
+            Inner::take(pc),
+            Snapshot::new(snapshot),
+        )
+    };
+    if made.is_none() {
+        return Status::NGX_ERROR.into();
+    }
+    trace_init::<P>(pc, uscf, snapshot, "full");
+    Status::NGX_OK.into()
+}
+
+/// Makes a request's full state in its pool, over the inner balancer
+/// `inner`, and installs it: the wrapper's callbacks on the peer connection
+/// and the state in the request's module context slot. `None` if the pool
+/// is exhausted (nothing is changed then).
+///
+/// # Safety
+/// `r` is the live request whose `&upstream->peer` is `pc`, `pool` its
+/// pool, `us` its wrapped upstream block and `conf` this module's
+/// configuration of it.
+unsafe fn full_state<P: Proto>(
+    r: *mut P::Request,
+    us: *mut P::Upstream,
+    conf: &SrvConf<P>,
+    pc: &mut ngx_peer_connection_t,
+    pool: *mut ngx_pool_t,
+    inner: Inner,
+    state: Snapshot,
+) -> Option<*mut PeerData<P>> {
     // SAFETY: the request's live pool, which outlives every use of the
     // peer data; ngx_palloc aligns to NGX_ALIGNMENT (a pointer's), enough
     // for PeerData's pointers and integers.
     let pd = unsafe { ngx_palloc(pool, mem::size_of::<PeerData<P>>()) } as *mut PeerData<P>;
     if pd.is_null() {
-        return Status::NGX_ERROR.into();
+        return None;
     }
-    let inner = Inner::take(pc);
     // SAFETY: `pd` is a fresh, aligned allocation of a PeerData.
     unsafe {
         pd.write(PeerData {
@@ -197,14 +235,13 @@ unsafe fn init_unusual<P: Proto>(r: *mut P::Request, us: *mut P::Upstream) -> ng
             request: r,
             upstream: us,
             conf,
-            state: Snapshot::new(snapshot),
+            state,
         })
     };
     install(pc, pd, &inner);
-    trace_init::<P>(pc, uscf, snapshot, "full");
-    // SAFETY: the live request of this call.
+    // SAFETY: per the contract, a live request.
     unsafe { *P::ctx_slot(r) = pd.cast() };
-    Status::NGX_OK.into()
+    Some(pd)
 }
 
 /// Every selection: the rescue rule over the live balancer. The fast path

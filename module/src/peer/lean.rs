@@ -27,14 +27,12 @@ use core::ptr;
 use generation_retry_core::log;
 use generation_retry_core::rescue::{Selection, Snapshot};
 use ngx::ffi::{
-    ngx_int_t, ngx_palloc, ngx_peer_connection_t, ngx_uint_t, NGX_LOG_WARN, NGX_PEER_FAILED,
-    NGX_PEER_NEXT,
+    ngx_int_t, ngx_peer_connection_t, ngx_uint_t, NGX_LOG_WARN, NGX_PEER_FAILED, NGX_PEER_NEXT,
 };
 use ngx::ngx_log_error;
 
-use super::history::History;
-use super::inner::{Head, Inner};
-use super::{decide, PeerData, BUSY};
+use super::inner::Inner;
+use super::{decide, full_state, PeerData, BUSY};
 use crate::conf::SrvConf;
 use crate::ffi_ext::conf_slot;
 use crate::proto::{upstream_name, Proto};
@@ -308,33 +306,16 @@ unsafe fn take_full<P: Proto>(
     }
     // SAFETY: the live request's pool.
     let pool = unsafe { P::pool(r) };
-    // SAFETY: the request's live pool, which outlives every use of the peer
-    // data; ngx_palloc aligns to NGX_ALIGNMENT (a pointer's).
-    let pd = unsafe { ngx_palloc(pool, size_of::<PeerData<P>>()) } as *mut PeerData<P>;
-    if pd.is_null() {
-        return Err("the request pool is exhausted");
-    }
     let inner = Inner::lean(pc, conf.inner_get.get(), conf.inner_free.get());
-    // SAFETY: `pd` is a fresh, aligned allocation of a PeerData.
-    unsafe {
-        pd.write(PeerData {
-            head: Head {
-                inner,
-                history: History::new(pool),
-            },
-            request: r,
-            upstream: us,
-            conf,
-            state: Snapshot {
-                generation,
-                selections: 1 + u32::from(retried),
-                resnapshots: 0,
-            },
-        })
+    let state = Snapshot {
+        generation,
+        selections: 1 + u32::from(retried),
+        resnapshots: 0,
     };
-    super::install(pc, pd, &inner);
-    // SAFETY: as above.
-    unsafe { *slot = pd.cast() };
+    // SAFETY: the live request found from `pc`, its pool; `us` and `conf`
+    // the wrapped upstream block pc leads to and ours of it.
+    let pd = unsafe { full_state::<P>(r, us, conf, pc, pool, inner, state) }
+        .ok_or("the request pool is exhausted")?;
     trace!(
         P,
         pc.log,
