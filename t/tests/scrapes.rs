@@ -325,14 +325,15 @@ async fn ten_thousand_concurrent_scrapes_under_generation_races() {
     assert!(moving >= 1, "busy never changed while being scraped");
 
     // The quiescent numbers add up (docs/metrics.md, Identities): every busy selection
-    // was rescued or failed, at most once; each rescue took a re-snapshot,
+    // was rescued or failed, exactly once; each rescue took a re-snapshot,
     // and each busy selection at most max (2) of them; every generation
     // no-live is a failed one. Checked only once quiescent: with two
     // workers, a scrape in one may read the counters between two
     // increments of one selection in the other (busy, then rescued).
-    assert!(
-        rescued + failed <= busy,
-        "rescued {rescued} + failed {failed} > busy {busy}"
+    assert_eq!(
+        rescued + failed,
+        busy,
+        "rescued {rescued} + failed {failed} != busy {busy}"
     );
     assert!(
         rescued <= resnapshots && resnapshots <= 2 * busy,
