@@ -32,6 +32,10 @@ pub fn command(args: &[String]) -> Result {
             // The default version first, alone: the lab's claims are timed
             // on a machine that does nothing else.
             steps.extend(version_steps(DEFAULT, None, true, &extra, None));
+            // From here on the default version's module is built beside
+            // every other: `directive.rs` must find one to load (set before
+            // the build threads start, as every test process inherits it).
+            std::env::set_var(OTHER_MODULES_ENV, "1");
             // Then the matrix, each version built while the one before is
             // tested: builds keep the cores busy, the race tests mostly
             // wait on DNS timers and held requests.
@@ -203,6 +207,11 @@ fn nginx_tests(built: Option<&build::Built>, extra: &[String]) -> Option<Step> {
     }
     Some(suite::step(built))
 }
+
+/// Set for the matrix's tests of `--nginx all`, which run after the
+/// default version's module was built beside theirs: the test that loads
+/// another version's module fails, instead of skipping, if it finds none.
+pub const OTHER_MODULES_ENV: &str = "GENERATION_RETRY_OTHER_MODULES_BUILT";
 
 /// The tests of a version [`version_step`] (or the matrix) built; the
 /// default version's external builds first.
