@@ -45,6 +45,12 @@ pub struct SrvConf<P: Proto> {
     /// full path.
     pub inner_get: Cell<ngx_event_get_peer_pt>,
     pub inner_free: Cell<ngx_event_free_peer_pt>,
+    /// The lean path's own `get` and `free`, as installed on its requests
+    /// (set with `inner_get`): stored, so that the move to the full path
+    /// compares `pc`'s callbacks with what was installed, not with a
+    /// function item's address (which may differ between codegen units).
+    pub lean_get: Cell<ngx_event_get_peer_pt>,
+    pub lean_free: Cell<ngx_event_free_peer_pt>,
 }
 
 impl<P: Proto> Default for SrvConf<P> {
@@ -58,6 +64,8 @@ impl<P: Proto> Default for SrvConf<P> {
             wrapper_init: None,
             inner_get: Cell::new(None),
             inner_free: Cell::new(None),
+            lean_get: Cell::new(None),
+            lean_free: Cell::new(None),
         }
     }
 }

@@ -124,7 +124,7 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
         // referenced here.
         let pc = unsafe { &mut *pc };
         if lean::usual(us, conf, pc) {
-            lean::install::<P>(pc);
+            lean::install::<P>(conf, pc);
             trace_init::<P>(pc, uscf, snapshot, "lean");
             return Status::NGX_OK.into();
         }
@@ -177,7 +177,7 @@ unsafe fn init_unusual<P: Proto>(r: *mut P::Request, us: *mut P::Upstream) -> ng
     };
     // SAFETY: per the contract.
     if unsafe { lean::learn::<P>(r, uscf, conf, pc) } {
-        lean::install::<P>(pc);
+        lean::install::<P>(conf, pc);
         trace_init::<P>(pc, uscf, snapshot, "lean");
         return Status::NGX_OK.into();
     }

@@ -35,7 +35,14 @@ pub fn command(args: &[String]) -> Result {
             // From here on the default version's module is built beside
             // every other: `directive.rs` must find one to load (set before
             // the build threads start, as every test process inherits it).
-            std::env::set_var(OTHER_MODULES_ENV, "1");
+            // Not if that build failed: its step says so already.
+            if crate::workspace::version_dir(DEFAULT)
+                .join("modules")
+                .join(build::MODULE_FILE)
+                .is_file()
+            {
+                std::env::set_var(OTHER_MODULES_ENV, "1");
+            }
             // Then the matrix, each version built while the one before is
             // tested: builds keep the cores busy, the race tests mostly
             // wait on DNS timers and held requests.

@@ -129,16 +129,32 @@ pub(super) unsafe fn learn<P: Proto>(
     if unsafe { P::owner(ptr::from_ref(pc).cast_mut()) } != r {
         return false;
     }
+    conf.lean_get.set(Some(get_lean::<P>));
+    conf.lean_free.set(Some(free_lean::<P>));
     conf.inner_get.set(pc.get);
     conf.inner_free.set(pc.free);
     true
 }
 
-/// Puts a request on the lean path: this module's `get` and `free` over the
-/// inner balancer's data (its word is already in place).
-pub(super) fn install<P: Proto>(pc: &mut ngx_peer_connection_t) {
-    pc.get = Some(get_lean::<P>);
-    pc.free = Some(free_lean::<P>);
+/// Puts a request on the lean path: this module's `get` and `free` (as
+/// [`learn`] stored them) over the inner balancer's data (its word is
+/// already in place).
+pub(super) fn install<P: Proto>(conf: &SrvConf<P>, pc: &mut ngx_peer_connection_t) {
+    pc.get = conf.lean_get.get();
+    pc.free = conf.lean_free.get();
+}
+
+/// Why a request on the lean path could not take its full state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NotTaken {
+    /// The peer connection's callbacks or data are no longer the lean
+    /// path's: something took it over after `peer.init`. The patched nginx
+    /// does so by design (its history wraps `get` and hands tried peers
+    /// back through `free`, and it rescues the request itself), so this is
+    /// said at debug level only: the request goes on as that code decides.
+    TakenOver,
+    /// Anything else, said at `warn` (see [`unexamined`]).
+    Unexpected(&'static str),
 }
 
 /// This module's configuration of the upstream of a request on the lean
@@ -277,17 +293,21 @@ unsafe fn take_full<P: Proto>(
         bool,
         generation_retry_core::directive::Resnapshot,
     ),
-    &'static str,
+    NotTaken,
 > {
     // SAFETY: per the contract.
     let us = unsafe { P::upstream_of(pc) };
     // SAFETY: per the contract.
     let conf = unsafe { conf_of::<P>(pc) };
-    let setting = conf.active.ok_or("the upstream is not wrapped")?;
+    let setting = conf
+        .active
+        .ok_or(NotTaken::Unexpected("the upstream is not wrapped"))?;
     // SAFETY: per the contract.
     let r = unsafe { P::owner(pc) };
     if r.is_null() {
-        return Err("the request is not found from its peer connection");
+        return Err(NotTaken::Unexpected(
+            "the request is not found from its peer connection",
+        ));
     }
     // SAFETY: the live request found from its peer connection.
     let slot = unsafe { P::ctx_slot(r) };
@@ -297,12 +317,17 @@ unsafe fn take_full<P: Proto>(
         retried,
     } = Word::<PeerData<P>>::read(unsafe { *slot })
     else {
-        return Err("the request's module context was replaced");
+        return Err(NotTaken::Unexpected(
+            "the request's module context was replaced",
+        ));
     };
     // SAFETY: per the contract.
     let pc = unsafe { &mut *pc };
-    if pc.data != data {
-        return Err("the peer connection was taken over after peer.init");
+    let addr = |f: Option<usize>| f.unwrap_or(0);
+    let ours = addr(pc.get.map(|f| f as usize)) == addr(conf.lean_get.get().map(|f| f as usize))
+        && addr(pc.free.map(|f| f as usize)) == addr(conf.lean_free.get().map(|f| f as usize));
+    if !ours || pc.data != data {
+        return Err(NotTaken::TakenOver);
     }
     // SAFETY: the live request's pool.
     let pool = unsafe { P::pool(r) };
@@ -315,7 +340,7 @@ unsafe fn take_full<P: Proto>(
     // SAFETY: the live request found from `pc`, its pool; `us` and `conf`
     // the wrapped upstream block pc leads to and ours of it.
     let pd = unsafe { full_state::<P>(r, us, conf, pc, pool, inner, state) }
-        .ok_or("the request pool is exhausted")?;
+        .ok_or(NotTaken::Unexpected("the request pool is exhausted"))?;
     trace!(
         P,
         pc.log,
@@ -326,19 +351,33 @@ unsafe fn take_full<P: Proto>(
 }
 
 /// A refusal or retry the wrapper could not take to the full path: nginx
-/// goes on as without the module for this request. Not expected with
-/// nginx's own modules (see [`learn`]); said once per occurrence, at `warn`.
+/// goes on as without the module for this request. A peer connection taken
+/// over is the patched nginx's way (debug level); anything else is not
+/// expected with nginx's own modules (see [`learn`]) and is said once per
+/// occurrence, at `warn`.
 ///
 /// # Safety
 /// `pc` is the live peer connection of a request on the lean path.
-unsafe fn unexamined<P: Proto>(pc: *mut ngx_peer_connection_t, why: &str) {
+unsafe fn unexamined<P: Proto>(pc: *mut ngx_peer_connection_t, why: NotTaken) {
     // SAFETY: per the contract.
     let (log, us) = unsafe { ((*pc).log, P::upstream_of(pc).as_ref()) };
-    let name = us.map(upstream_name::<P>).unwrap_or_default();
-    ngx_log_error!(
-        NGX_LOG_WARN,
-        log,
-        "{}",
-        log::unexamined(P::PROTOCOL, &name, why)
-    );
+    match why {
+        NotTaken::TakenOver => {
+            trace!(
+                P,
+                log,
+                "{}peer connection taken over after peer.init: no full state",
+                log::MARKER
+            );
+        }
+        NotTaken::Unexpected(why) => {
+            let name = us.map(upstream_name::<P>).unwrap_or_default();
+            ngx_log_error!(
+                NGX_LOG_WARN,
+                log,
+                "{}",
+                log::unexamined(P::PROTOCOL, &name, why)
+            );
+        }
+    }
 }
