@@ -416,6 +416,18 @@ pub const MUTANTS: &[Mutant] = &[
         whole_suite: false,
     },
     Mutant {
+        name: "lean-takeover-ignored",
+        file: LEAN,
+        find: "    if !ours || pc.data != data {\n",
+        replace: "    if (ours && false) || pc.data != data {\n",
+        tests: &[(
+            "history",
+            "the_module_in_the_patched_nginx_leaves_its_hand_backs_alone",
+        )],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
         name: "hand-back-revives",
         file: LIVE,
         find: "        self.inner.free(self.pc, state);\n",
