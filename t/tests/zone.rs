@@ -216,7 +216,12 @@ async fn names_are_matched_in_full_and_as_nginx_compares_them() {
         1
     );
 
+    // Our keepalive connection would keep the old worker: if the reload
+    // lands before nginx marks it idle, the worker waits for it until
+    // keepalive_timeout (75 s), past reconfigure's 20 s wait.
+    drop(client);
     nginx.reconfigure(&Config::new(Flavor::with_module(), http("MIXED_case")));
+    let client = Client::new(nginx.url(""));
     let s = status(&client).await;
     assert_eq!(
         upstream(&s, "http", "MIXED_case").count(Counter::NoLiveUnavailable),
@@ -330,6 +335,9 @@ async fn renamed_upstreams_are_freed_and_staying_ones_keep_counting() {
     let nginx = Nginx::start(&Config::new(Flavor::with_module(), http(0)));
     let client = Client::new(nginx.url(""));
     make_unavailable(&client, "/stays").await;
+    // As in names_are_matched_in_full_and_as_nginx_compares_them: no
+    // keepalive connection of ours may hold the old worker.
+    drop(client);
     let mut peak = 0;
     for cycle in 1..=CYCLES {
         // Reloads and waits until the old worker has exited, so the next
@@ -346,6 +354,7 @@ async fn renamed_upstreams_are_freed_and_staying_ones_keep_counting() {
         "the zone held counters of {peak} upstreams: renamed ones are not freed \
          ({usage:?})"
     );
+    let client = Client::new(nginx.url(""));
     let s = status(&client).await;
     assert_eq!(
         upstream(&s, "http", "stays").count(Counter::NoLiveUnavailable),
