@@ -34,8 +34,7 @@ pub const MATRIX_TESTS: &[&str] = &[
 ];
 
 /// Tengine's: the races, http and stream (stock fails, `on` rescues, `off`
-/// counts, patched rescues), every balancer row (with the module and
-/// patched), the directive matrix, and the empty list, where stock Tengine
+/// counts, patched rescues), the directive matrix, and the empty list, where stock Tengine
 /// 3.2.0's worker crashes (proven, so that Tengine's fix is noticed) and
 /// the patched one refuses. The rest of [`MATRIX_TESTS`] sends requests
 /// into empty lists on purpose (NXDOMAIN rows), which kills stock
@@ -46,7 +45,6 @@ pub const TENGINE_TESTS: &[&str] = &[
     "module_race",
     "stream",
     "patched",
-    "balancers",
     "directive",
     "empty_list",
 ];
