@@ -7,6 +7,7 @@
 
 pub mod accesslog;
 pub mod backend;
+pub mod churn;
 pub mod dns;
 pub mod errorlog;
 pub mod gdb;

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
+use generation_retry_t::churn;
 use generation_retry_t::load::{closed_loop, open_loop, Client};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenario::{Lab, Spec};
@@ -30,6 +31,14 @@ struct Args {
     races: usize,
     callgrind_requests: usize,
     out: Option<PathBuf>,
+    /// `--churn`: the churn bench instead (`churn::Options`, one run per
+    /// count of upstreams and variant).
+    churn: Option<ChurnArgs>,
+}
+
+struct ChurnArgs {
+    upstreams: Vec<usize>,
+    opts: churn::Options,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -41,7 +50,11 @@ fn parse_args() -> Result<Args, String> {
         races: 10,
         callgrind_requests: 2000,
         out: None,
+        churn: None,
     };
+    let mut churn_on = false;
+    let mut upstreams = vec![40, 1000];
+    let mut c = churn::Options::default();
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |n: &str| it.next().ok_or(format!("{n} needs a value"));
@@ -64,14 +77,43 @@ fn parse_args() -> Result<Args, String> {
                 a.callgrind_requests = int(value("--callgrind-requests")?, "--callgrind-requests")?
             }
             "--out" => a.out = Some(PathBuf::from(value("--out")?)),
+            "--churn" => churn_on = true,
+            "--upstreams" => {
+                upstreams = value("--upstreams")?
+                    .split(',')
+                    .map(|n| int(n.trim().to_string(), "--upstreams").map(|n| n.max(1)))
+                    .collect::<Result<_, _>>()?
+            }
+            "--requests" => c.requests = int(value("--requests")?, "--requests")?.max(1),
+            "--workers" => c.workers = int(value("--workers")?, "--workers")?.max(1) as u32,
+            "--reclaim" => {
+                let v = value("--reclaim")?;
+                c.reclaim = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| (0.0..=1.0).contains(p))
+                    .ok_or(format!("--reclaim: expected a probability, got `{v}`"))?
+            }
             _ => {
                 return Err(
                     "cargo xtask bench [--rounds N] [--duration S] [--rate RPS] \
-                            [--connections C] [--races N] [--out DIR]"
+                            [--connections C] [--races N] [--callgrind-requests N] [--out DIR]\n\
+                     cargo xtask bench --churn [--upstreams N,M] [--requests N] \
+                            [--connections C] [--workers W] [--reclaim P] [--out DIR]"
                         .into(),
                 )
             }
         }
+    }
+    if churn_on {
+        let given = |o: &str| std::env::args().any(|x| x == o);
+        if given("--connections") {
+            c.connections = a.connections;
+        }
+        if !given("--rounds") {
+            a.rounds = 3;
+        }
+        a.churn = Some(ChurnArgs { upstreams, opts: c });
     }
     Ok(a)
 }
@@ -204,6 +246,113 @@ fn callgrind_control(args: &[&str]) {
     );
 }
 
+/// One retry of the rescue-cost runs: from the backend closing the first
+/// attempt's connection to the client's answer, and whether the retry's
+/// attempt went out on a connection nginx had cached (a new one costs a
+/// connect and an accept).
+#[derive(Clone, Copy)]
+struct Retry {
+    ms: f64,
+    reused: bool,
+}
+
+impl Retry {
+    /// The retry of the request for `path`: the backend saw it twice, the
+    /// second time on a connection that had served `index_on_conn`
+    /// requests before it.
+    fn of(lab: &Lab, path: &str, t: Duration) -> Retry {
+        let seen: Vec<_> = lab
+            .backend
+            .seen()
+            .into_iter()
+            .filter(|s| s.path == path)
+            .collect();
+        assert_eq!(
+            seen.len(),
+            2,
+            "{path}: expected a first attempt and a retry"
+        );
+        Retry {
+            ms: t.as_secs_f64() * 1000.0,
+            reused: seen[1].index_on_conn > 0,
+        }
+    }
+}
+
+/// Two requests at once to the current address, each held 20 ms: nginx
+/// opens two connections and caches both, so the next failed attempt's
+/// retry finds one.
+async fn spare_connection(lab: &Lab, i: usize) {
+    lab.backend.set_delay(Duration::from_millis(20));
+    let (p0, p1) = (format!("/spare/{i}/0"), format!("/spare/{i}/1"));
+    let (x, y) = tokio::join!(lab.client.get(&p0), lab.client.get(&p1));
+    lab.backend.set_delay(Duration::ZERO);
+    assert_eq!((x.status(), y.status()), (200, 200));
+}
+
+/// Median, 10th and 90th percentile of `v` (zeros when empty).
+fn spread3(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    let at = |p: f64| s[((s.len() - 1) as f64 * p).round() as usize];
+    (at(0.5), at(0.1), at(0.9))
+}
+
+/// The rescue cost table: plain and rescued retries, by whether the
+/// retry's attempt had a cached connection, with the ratio of the rescued
+/// median to the plain one of the same kind.
+fn rescue_report(plain: &[Retry], rescued: &[Retry]) -> serde_json::Value {
+    println!(
+        "\nrescue cost: close-to-answer, ms (the retry's attempt on a new or a cached connection)"
+    );
+    println!(
+        "{:<26} {:>5} {:>8} {:>8} {:>8} {:>8}",
+        "retry", "n", "median", "p10", "p90", "ratio"
+    );
+    let mut rows = Vec::new();
+    for reused in [false, true] {
+        let kind = if reused { "cached" } else { "new" };
+        let ms = |v: &[Retry]| -> Vec<f64> {
+            v.iter()
+                .filter(|r| r.reused == reused)
+                .map(|r| r.ms)
+                .collect()
+        };
+        let (p, r) = (ms(plain), ms(rescued));
+        let (pm, p10, p90) = spread3(&p);
+        let (rm, r10, r90) = spread3(&r);
+        let ratio = if p.is_empty() || r.is_empty() {
+            None
+        } else {
+            Some(rm / pm)
+        };
+        for (name, n, (m, lo, hi), ratio) in [
+            ("plain", p.len(), (pm, p10, p90), None),
+            ("rescued", r.len(), (rm, r10, r90), ratio),
+        ] {
+            if n == 0 {
+                continue;
+            }
+            println!(
+                "{:<26} {n:>5} {m:>8.3} {lo:>8.3} {hi:>8.3} {:>8}",
+                format!("{name}, {kind} connection"),
+                ratio.map_or(String::new(), |x| format!("{x:.3}"))
+            );
+            rows.push(
+                json!({"retry": name, "connection": kind, "n": n, "median_ms": m,
+                             "p10_ms": lo, "p90_ms": hi, "ratio_to_plain": ratio}),
+            );
+        }
+    }
+    let all = |v: &[Retry]| v.iter().map(|r| r.ms).collect::<Vec<_>>();
+    json!({"rows": rows, "plain_samples": all(plain), "rescued_samples": all(rescued),
+           "plain_reused": plain.iter().map(|r| r.reused).collect::<Vec<_>>(),
+           "rescued_reused": rescued.iter().map(|r| r.reused).collect::<Vec<_>>()})
+}
+
 async fn throughput(url: &str, client: &Client, a: &Args, wrk: bool) -> f64 {
     if wrk {
         let out = tokio::task::spawn_blocking({
@@ -235,6 +384,9 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(c) = &a.churn {
+        return churn_bench(c, &a).await;
+    }
     let wrk = have("wrk");
     let (major, minor, patch) = generation_retry_t::nginx::version();
     eprintln!(
@@ -285,17 +437,22 @@ async fn main() -> ExitCode {
         }
     }
 
-    // The cost of a rescue.
+    // The cost of a rescue. Every other plain retry has a spare cached
+    // connection to its address, so that both kinds of retry are seen
+    // with the retry's attempt on a new connection and on a cached one.
     let (mut plain, mut rescued) = (Vec::new(), Vec::new());
     if a.races > 0 {
         let mut lab = Lab::start_spec(Variant::On.spec()).await;
         for i in 0..a.races {
+            if i % 2 == 1 {
+                spare_connection(&lab, i).await;
+            }
             let (r, t) = lab.retry_without_flip(i).await;
             assert_eq!(r.status(), 200);
-            plain.push(t.as_secs_f64() * 1000.0);
+            plain.push(Retry::of(&lab, &format!("/plain/{i}"), t));
             let race = lab.race_once(i).await;
             assert_eq!(race.response.status(), 200);
-            rescued.push(race.after_release.as_secs_f64() * 1000.0);
+            rescued.push(Retry::of(&lab, &race.path, race.after_release));
         }
         lab.finish();
     }
@@ -332,15 +489,7 @@ async fn main() -> ExitCode {
         }));
     }
     let rescue = if a.races > 0 {
-        let (p, r) = (median(&plain), median(&rescued));
-        println!(
-            "\nrescue cost: close-to-answer median {p:.3} ms for a plain cached retry, \
-             {r:.3} ms for a rescued one (ratio {:.3}, {} each)",
-            r / p,
-            a.races
-        );
-        json!({"plain_retry_ms_median": p, "rescued_retry_ms_median": r, "ratio": r / p,
-               "plain_samples": plain, "rescued_samples": rescued})
+        rescue_report(&plain, &rescued)
     } else {
         serde_json::Value::Null
     };
@@ -378,29 +527,188 @@ async fn main() -> ExitCode {
         serde_json::Value::Null
     };
 
-    let out = a.out.unwrap_or_else(|| {
-        std::env::var_os("GENERATION_RETRY_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")))
-            .join("bench")
-    });
+    let out = out_dir(&a);
     let doc = json!({
         "tool": if wrk { "wrk" } else { "closed-loop" },
         "rounds": a.rounds, "duration_s": a.duration.as_secs(), "connections": a.connections,
         "latency_rate": a.rate, "variants": rows, "rescue": rescue,
         "callgrind": callgrind,
     });
-    if let Err(e) = std::fs::create_dir_all(&out).and_then(|_| {
-        std::fs::write(
-            out.join("bench.json"),
-            serde_json::to_string_pretty(&doc).unwrap() + "\n",
-        )
-    }) {
-        eprintln!("bench: cannot write {}: {e}", out.display());
+    write_results(&out.join("bench.json"), &doc)
+}
+
+/// `--out`, or `target/bench`.
+fn out_dir(a: &Args) -> PathBuf {
+    a.out.clone().unwrap_or_else(|| {
+        std::env::var_os("GENERATION_RETRY_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")))
+            .join("bench")
+    })
+}
+
+/// Writes `doc` to `path` and says where.
+fn write_results(path: &std::path::Path, doc: &serde_json::Value) -> ExitCode {
+    if let Err(e) = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|_| std::fs::write(path, serde_json::to_string_pretty(doc).unwrap() + "\n"))
+    {
+        eprintln!("bench: cannot write {}: {e}", path.display());
         return ExitCode::FAILURE;
     }
-    println!("results: {}", out.join("bench.json").display());
+    println!("results: {}", path.display());
     ExitCode::SUCCESS
+}
+
+/// `--churn`: for each count of upstreams, stock, the module and the
+/// patched nginx (when built) under the same churn, `--rounds` times with
+/// the order rotated every round; a table of each variant's medians
+/// (rate, latency) and sums (502s, retries, counters) with the ratios of
+/// the medians to stock's at that count. Fails when a fixing variant left
+/// a generation 502 or an unrescued refusal in any run, or when stock met
+/// no race at all (the run then proves nothing: more requests, or a
+/// higher `--reclaim`).
+async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
+    let (major, minor, patch) = generation_retry_t::nginx::version();
+    let variants: Vec<churn::Variant> = churn::Variant::ALL
+        .into_iter()
+        .filter(|v| *v != churn::Variant::Patched || Flavor::patched_available())
+        .collect();
+    eprintln!(
+        "bench --churn: nginx {major}.{minor}.{patch}, {} rounds of {} requests over {:?} \
+         upstreams, {} clients, {} workers, reclaim {} (delay up to {:?}), names moved every {} s",
+        a.rounds,
+        c.opts.requests,
+        c.upstreams,
+        c.opts.connections,
+        c.opts.workers,
+        c.opts.reclaim,
+        c.opts.reclaim_delay,
+        c.opts.valid + 1
+    );
+    let mut rows = Vec::new();
+    let mut runs = Vec::new();
+    let mut failures = Vec::new();
+    let mut table = vec![format!(
+        "{:<10} {:>9} {:>9} {:>9} {:>6} {:>8} {:>6} {:>8} {:>6} {:>6} {:>6} {:>7} {:>6} {:>7} {:>7}",
+        "variant", "upstreams", "requests", "req/s", "ratio", "p50 ms", "ratio", "p99 ms",
+        "ratio", "2-hop", "1-hop", "retried", "swaps", "busy", "rescued"
+    )];
+    for &n in &c.upstreams {
+        let opts = churn::Options {
+            upstreams: n,
+            ..c.opts.clone()
+        };
+        let mut got: Vec<Vec<churn::Outcome>> = variants.iter().map(|_| Vec::new()).collect();
+        for round in 0..a.rounds {
+            for k in 0..variants.len() {
+                let idx = (round + k) % variants.len();
+                let o = churn::run(variants[idx], &opts).await;
+                eprintln!(
+                    "round {}/{} {:<10} {n:>5} upstreams {:>7.0} req/s  p50 {:.3} ms  \
+                     p99 {:.3} ms  2-hop {}  1-hop {}  busy {:?}  rescued {:?}",
+                    round + 1,
+                    a.rounds,
+                    o.variant.name(),
+                    o.rps,
+                    o.p50_ms,
+                    o.p99_ms,
+                    o.two_hop_502,
+                    o.one_hop_502,
+                    o.busy,
+                    o.rescued
+                );
+                failures.extend(o.violations());
+                runs.push(o.json());
+                got[idx].push(o);
+            }
+        }
+        let med = |os: &[churn::Outcome], f: fn(&churn::Outcome) -> f64| {
+            median(&os.iter().map(f).collect::<Vec<_>>())
+        };
+        let sum = |os: &[churn::Outcome], f: fn(&churn::Outcome) -> usize| -> usize {
+            os.iter().map(f).sum()
+        };
+        let total = |os: &[churn::Outcome], f: fn(&churn::Outcome) -> Option<u64>| {
+            os.iter().map(f).sum::<Option<u64>>()
+        };
+        let base = &got[0];
+        let (rps0, p500, p990) = (
+            med(base, |o| o.rps),
+            med(base, |o| o.p50_ms),
+            med(base, |o| o.p99_ms),
+        );
+        if sum(base, |o| o.two_hop_502 + o.one_hop_502) == 0 {
+            failures.push(format!(
+                "stock with {n} upstreams met no generation 502: the run shows nothing; \
+                 give it more --requests or a higher --reclaim"
+            ));
+        }
+        for (v, os) in variants.iter().zip(&got) {
+            let (rps, p50, p99) = (
+                med(os, |o| o.rps),
+                med(os, |o| o.p50_ms),
+                med(os, |o| o.p99_ms),
+            );
+            let (busy, rescued) = (total(os, |o| o.busy), total(os, |o| o.rescued));
+            // The patched nginx has no counters: its re-selection lines.
+            let rescued = rescued
+                .or((*v == churn::Variant::Patched).then(|| sum(os, |o| o.rescue_lines) as u64));
+            let count = |x: Option<u64>| x.map_or("-".to_string(), |x| x.to_string());
+            let (two_hop, one_hop) = (sum(os, |o| o.two_hop_502), sum(os, |o| o.one_hop_502));
+            table.push(format!(
+                "{:<10} {:>9} {:>9} {:>9.0} {:>6.3} {:>8.3} {:>6.3} {:>8.3} {:>6.3} {:>6} {:>6} {:>7} {:>6} {:>7} {:>7}",
+                v.name(),
+                n,
+                sum(os, |o| o.requests),
+                rps,
+                rps / rps0,
+                p50,
+                p50 / p500,
+                p99,
+                p99 / p990,
+                two_hop,
+                one_hop,
+                sum(os, |o| o.attempt_failures),
+                sum(os, |o| o.swaps),
+                count(busy),
+                count(rescued),
+            ));
+            rows.push(json!({
+                "variant": v.name(), "upstreams": n, "rounds": os.len(),
+                "requests": sum(os, |o| o.requests),
+                "rps_median": rps, "rps_ratio": rps / rps0,
+                "p50_ms_median": p50, "p50_ratio": p50 / p500,
+                "p99_ms_median": p99, "p99_ratio": p99 / p990,
+                "two_hop_502": two_hop, "one_hop_502": one_hop,
+                "busy": busy, "rescued": rescued,
+            }));
+        }
+    }
+    println!("\n{}", table.join("\n"));
+    println!(
+        "\n(medians of {} rounds; 502s, retried (attempts nginx logged as failed), swaps (DNS \
+         answers that moved a name), busy and rescued are sums; the patched nginx's rescued \
+         column counts its re-selection lines)",
+        a.rounds
+    );
+    let doc = json!({
+        "nginx": format!("{major}.{minor}.{patch}"), "rounds": a.rounds,
+        "requests": c.opts.requests, "connections": c.opts.connections,
+        "workers": c.opts.workers, "reclaim": c.opts.reclaim,
+        "reclaim_delay_ms": c.opts.reclaim_delay.as_millis() as u64,
+        "valid_s": c.opts.valid, "rows": rows, "runs": runs, "failures": failures,
+    });
+    let written = write_results(&out_dir(a).join("churn.json"), &doc);
+    if failures.is_empty() {
+        written
+    } else {
+        for f in &failures {
+            eprintln!("bench --churn: {f}");
+        }
+        ExitCode::FAILURE
+    }
 }
 
 #[cfg(test)]
