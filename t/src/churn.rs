@@ -153,6 +153,13 @@ impl Outcome {
                 self.logged, self.requests
             ));
         }
+        let other = self.not_ok - self.not_ok.min(self.two_hop_502 + self.one_hop_502);
+        if other > 0 {
+            v.push(format!(
+                "{what}: {other} answers were neither 200 nor a generation 502 (the load or the \
+                 machine failed, not the race: out of file descriptors? `ulimit -n`)"
+            ));
+        }
         if self.variant == Variant::Stock {
             return v;
         }
@@ -242,6 +249,14 @@ async fn counters(client: &Client) -> Option<[u64; 3]> {
     Some(sum)
 }
 
+/// Seconds since the epoch, as the DNS server logs its answers.
+fn wall_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
 /// The access log's lines of the load, once all `n` are written (a
 /// worker logs a request just after its answer left), bounded.
 async fn logged(nginx: &Nginx, n: usize) -> Vec<Entry> {
@@ -280,6 +295,7 @@ pub async fn run(v: Variant, o: &Options) -> Outcome {
 
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
+    let start_wall = wall_now();
     let mut tasks = Vec::with_capacity(o.connections);
     for _ in 0..o.connections {
         let (client, next, n, ups) = (client.clone(), next.clone(), o.requests, o.upstreams);
@@ -300,13 +316,16 @@ pub async fn run(v: Variant, o: &Options) -> Outcome {
         seen.extend(t.await.expect("churn client"));
     }
     let seconds = started.elapsed().as_secs_f64();
+    let end_wall = wall_now();
     backend.set_reclaim(0.0, o.seed);
 
     let after = counters(&client).await;
     let entries = logged(&nginx, o.requests).await;
     let t = tally(&entries);
     let error_log = nginx.error_log();
-    let load_log = error_log.get(log_start..).unwrap_or("");
+    let load_log = error_log
+        .get(log_start..)
+        .expect("the error log only grows while nginx runs");
     let lines = errorlog::lines(load_log);
     let attempt_failures = lines
         .iter()
@@ -315,15 +334,31 @@ pub async fn run(v: Variant, o: &Options) -> Outcome {
     let rescue_lines = match v {
         Variant::Stock => 0,
         Variant::On => load_log.lines().filter(|l| log::is_rescue_line(l)).count(),
-        Variant::Patched => (0..o.upstreams)
-            .map(|k| {
-                load_log
-                    .matches(&patched_rescue_line(&format!("u{k}")))
-                    .count()
-            })
-            .sum(),
+        // `upstream "uK" peers changed, selecting again`, whatever K: one
+        // pass over the log, not one per upstream.
+        Variant::Patched => {
+            let line = patched_rescue_line("u");
+            let (head, tail) = line
+                .split_once("\" ")
+                .expect("the line quotes the upstream");
+            load_log
+                .lines()
+                .filter(|l| {
+                    l.split_once(head)
+                        .is_some_and(|(_, rest)| rest.contains(tail))
+                })
+                .count()
+        }
     };
-    let swaps = (0..o.upstreams).map(|k| dns.swaps(&name(k)).len()).sum();
+    // The answers that moved a name while the load ran.
+    let swaps = (0..o.upstreams)
+        .map(|k| {
+            dns.swaps(&name(k))
+                .iter()
+                .filter(|t| (start_wall..=end_wall).contains(*t))
+                .count()
+        })
+        .sum();
     nginx.finish();
 
     let mut ms: Vec<f64> = seen.iter().map(|(_, ms)| *ms).collect();
@@ -389,6 +424,13 @@ mod tests {
         assert_eq!(unrescued.violations().len(), 1);
         let mut stock = outcome(Variant::Stock);
         stock.two_hop_502 = 5;
+        stock.not_ok = 5;
         assert!(stock.violations().is_empty());
+        stock.not_ok = 6;
+        assert_eq!(
+            stock.violations().len(),
+            1,
+            "an answer that is not the race's"
+        );
     }
 }

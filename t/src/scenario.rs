@@ -103,6 +103,10 @@ pub struct Spec {
     /// The inside of a `stream {}` block beside `http {}` (none when
     /// empty; see [`Config::stream`]).
     pub stream: String,
+    /// The resolver's `valid=` seconds: 1, so that a DNS change is applied
+    /// within a second; a cost measurement takes more, so that no
+    /// re-resolve runs while it counts.
+    pub valid: u32,
 }
 
 /// How a lab knows nginx holds the name's address.
@@ -154,6 +158,7 @@ impl Spec {
             daemon: false,
             ready: Ready::Proxying,
             stream: String::new(),
+            valid: 1,
         }
     }
 
@@ -171,6 +176,7 @@ impl Spec {
             daemon: false,
             ready: Ready::Proxying,
             stream: String::new(),
+            valid: 1,
         }
     }
 }
@@ -217,6 +223,7 @@ impl Lab {
             daemon,
             ready,
             stream,
+            valid,
         } = spec;
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
@@ -235,7 +242,8 @@ impl Lab {
         };
         let status = status_handler(flavor.module.is_some());
         let servers = without_default_keepalive(servers, keepalive, &pre, &extra);
-        let mut config = Config::new(flavor, PROXY_HTTP)
+        let http = PROXY_HTTP.replace("valid=1s", &format!("valid={valid}s"));
+        let mut config = Config::new(flavor, http)
             .var("SERVERS", servers)
             .stream(stream);
         config.daemon = daemon;
@@ -465,6 +473,16 @@ impl Lab {
     /// unchanged generation (the ordinary cached-connection retry).
     /// Returns the time from the close to the client's response.
     pub async fn retry_without_flip(&mut self, i: usize) -> (Response, Duration) {
+        self.retry_without_flip_then(i, |_| {}).await
+    }
+
+    /// [`Lab::retry_without_flip`], running `before_release` just before
+    /// the backend closes the held connection (as [`Lab::race_once_then`]).
+    pub async fn retry_without_flip_then(
+        &mut self,
+        i: usize,
+        before_release: impl FnOnce(&Backend),
+    ) -> (Response, Duration) {
         self.wait_proxying_to(self.current, &format!("/warm-plain/{i}"))
             .await;
         let hold = self.backend.arm_hold();
@@ -475,6 +493,7 @@ impl Lab {
             .caught(patience(Duration::from_secs(10)))
             .await
             .unwrap_or_else(|e| panic!("retry {i}: {e}"));
+        before_release(&self.backend);
         let released = Instant::now();
         held.close();
         let response = request.await.expect("client task");

@@ -82,6 +82,7 @@ fn rows(balancer: &'static str, fix: Fix) -> Vec<Row> {
             Ready::Proxying
         },
         stream: String::new(),
+        valid: 1,
     };
     let with_keepalive = format!("{WEIGHTED}\n        keepalive 16;");
     let row = |name: &str, spec: Spec| Row {

@@ -135,7 +135,9 @@ lab          build, then stock nginx beside nginx with the module under the same
              load and faults; `cargo xtask lab --help` for its options;
              --nginx VERSION and --nginx-source PATH as for build (one nginx)
 bench        build, then stock vs module on vs module off: throughput and latency
-             ratios, and the cost of a rescue; --nginx, --nginx-source as lab
+             ratios, and the cost of a rescue; --nginx, --nginx-source as lab;
+             `--churn` instead: 40 and 1,000 upstreams with moving names, stock
+             vs module on vs patched (`cargo xtask bench --help` for options)
 valgrind     build, then the race scenarios (every balancer row) and a short lab
              with nginx under valgrind memcheck; `--ci` for nginx-test's subset
 check        cargo fmt --all --check, then cargo clippy --workspace --all-targets

@@ -6,11 +6,15 @@
 //! (wrk when installed, else the harness's own closed loop) and latency at a
 //! fixed open-loop rate. Then the cost of a rescue: time from the backend
 //! closing a reused connection to the client's answer, for an ordinary
-//! cached-connection retry versus a rescued one. And, when valgrind is
-//! installed, the one number a noisy machine cannot blur: instructions per
-//! proxied request under callgrind (the nginx process alone), stock vs
-//! module, from the difference of two runs of N and 2N requests so that
-//! start-up and shut-down cancel out.
+//! retry versus a rescued one, sorted by whether the retry's attempt found
+//! a cached connection. And, when valgrind is installed, the one number a
+//! noisy machine cannot blur: instructions per proxied request under
+//! callgrind (the nginx process alone, counted between
+//! `callgrind_control -z` and `-d` after a warm-up), stock vs module; and
+//! where a rescue's instructions go, function by function.
+//!
+//! `--churn` runs the benchmark at scale instead (`generation_retry_t::churn`):
+//! many upstreams, each with a moving name, stock vs module vs patched.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -98,7 +102,7 @@ fn parse_args() -> Result<Args, String> {
                 return Err(
                     "cargo xtask bench [--rounds N] [--duration S] [--rate RPS] \
                             [--connections C] [--races N] [--callgrind-requests N] [--out DIR]\n\
-                     cargo xtask bench --churn [--upstreams N,M] [--requests N] \
+                     cargo xtask bench --churn [--upstreams N,M] [--requests N] [--rounds N] \
                             [--connections C] [--workers W] [--reclaim P] [--out DIR]"
                         .into(),
                 )
@@ -204,6 +208,10 @@ async fn instructions(v: Variant, n: usize) -> (f64, PathBuf) {
             "--tool=callgrind".into(),
             format!("--callgrind-out-file={}", file.display()),
         ],
+        // The name resolved once: no re-resolve (a resolver exchange of
+        // thousands of instructions, about one a second of a run that
+        // callgrind slows to tens of seconds) counts with the requests.
+        valid: 3600,
         ..v.spec()
     };
     let lab = Lab::start_spec(spec).await;
@@ -230,6 +238,134 @@ async fn instructions(v: Variant, n: usize) -> (f64, PathBuf) {
         .and_then(|v| v.trim().parse().ok())
         .expect("callgrind summary line");
     (total as f64 / n as f64, dump)
+}
+
+/// Functions whose inclusive instructions per retry the rescue breakdown
+/// reports (a rescue runs each): the module's full-path
+/// `get` (the retry's whole selection: with a rescue, the refusal, the
+/// re-snapshot and the second selection), `decide` (a refusal's handling:
+/// the re-snapshot, the second selection, the tally and the line),
+/// `settle` (the tally and the rescue line alone), the balancer's init
+/// (which a re-snapshot calls again), and nginx's error log writer.
+const RESCUE_FUNCTIONS: [(&str, &str); 5] = [
+    ("module get (whole selection)", "peer::get_peer"),
+    ("refusal handled (decide)", "peer::decide"),
+    ("tally and rescue line", "peer::settle"),
+    (
+        "round-robin init",
+        "ngx_http_upstream_init_round_robin_peer",
+    ),
+    ("error log lines", "ngx_log_error_core"),
+];
+
+/// Where a rescue's instructions go: nginx with the module under callgrind
+/// with collection off, switched on (`callgrind_control -i on`) just
+/// before the backend closes the held first attempt and off once the
+/// client has its answer, so that only the retries count: `n` plain
+/// retries in one dump, `n` rescued ones in another. Every plain retry is
+/// given a spare cached connection, as every rescued one has (the probe
+/// that saw the new address left it), so both retries' attempts go out on
+/// a cached connection. Both kinds take the request's full state when the
+/// first attempt is freed as failed; what a rescue adds is in its `get`.
+/// The name re-resolves every second here (the race needs it): a
+/// re-resolve that lands in a window counts with it, in either kind.
+async fn rescue_instructions(n: usize) -> Vec<(&'static str, f64, f64)> {
+    let dir =
+        std::env::temp_dir().join(format!("generation-retry-callgrind-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("callgrind dir");
+    let file = dir.join("rescue.out");
+    let spec = Spec {
+        wrapper: vec![
+            "valgrind".into(),
+            "-q".into(),
+            "--tool=callgrind".into(),
+            "--instr-atstart=no".into(),
+            format!("--callgrind-out-file={}", file.display()),
+        ],
+        ..Variant::On.spec()
+    };
+    let mut lab = Lab::start_spec(spec).await;
+    let pid = lab.nginx.pid().to_string();
+    let on = || callgrind_control(&["-i", "on", &pid]);
+    let mut per_kind = Vec::new();
+    for (k, kind) in ["plain", "rescued"].into_iter().enumerate() {
+        callgrind_control(&["-z", &pid]);
+        for i in 0..n {
+            let status = if kind == "plain" {
+                spare_connection(&lab, i).await;
+                let (r, t) = lab.retry_without_flip_then(i, |_| on()).await;
+                callgrind_control(&["-i", "off", &pid]);
+                let retry = Retry::of(&lab, &format!("/plain/{i}"), t);
+                assert!(retry.reused, "plain retry {i} had no cached connection");
+                r.status()
+            } else {
+                let race = lab.race_once_then(i, |_| on()).await;
+                callgrind_control(&["-i", "off", &pid]);
+                let retry = Retry::of(&lab, &race.path, race.after_release);
+                assert!(retry.reused, "rescued retry {i} had no cached connection");
+                race.response.status()
+            };
+            assert_eq!(status, 200, "{kind} retry {i}");
+        }
+        callgrind_control(&["-d", &pid]);
+        let dump = PathBuf::from(format!("{}.{}", file.display(), k + 1));
+        let out = Command::new("callgrind_annotate")
+            .args(["--inclusive=yes", "--threshold=100"])
+            .arg(&dump)
+            .output()
+            .expect("run callgrind_annotate");
+        assert!(
+            out.status.success(),
+            "callgrind_annotate {}: {}",
+            dump.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        per_kind.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    lab.finish();
+    RESCUE_FUNCTIONS
+        .iter()
+        .map(|(label, f)| {
+            let per = |text: &str| inclusive(text, f).unwrap_or(0) as f64 / n as f64;
+            assert!(
+                inclusive(&per_kind[1], f).is_some(),
+                "no `{f}` in the rescues' callgrind dump: renamed or inlined?"
+            );
+            (*label, per(&per_kind[0]), per(&per_kind[1]))
+        })
+        .collect()
+}
+
+/// The sum of `callgrind_annotate` lines' counts (the first column) for
+/// functions whose name ends with `function` (so that `get_peer` is not
+/// `get_peer_data`), generic parameters and a legacy Rust symbol's hash
+/// (`::h` and 16 hex digits) left out; `None` when no line names it.
+fn inclusive(annotate: &str, function: &str) -> Option<u64> {
+    let counts: Vec<u64> = annotate
+        .lines()
+        .filter_map(|l| {
+            let (count, rest) = l.trim_start().split_once(' ')?;
+            let name = rest.split_once(':').map_or(rest, |(_, n)| n);
+            let name = name.split(" [").next().unwrap_or(name).trim();
+            let name = name
+                .split('<')
+                .next()
+                .unwrap_or(name)
+                .trim_end_matches("::");
+            let name = match name.rsplit_once("::h") {
+                Some((head, hash))
+                    if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+                {
+                    head
+                }
+                _ => name,
+            };
+            name.ends_with(function)
+                .then(|| count.replace(',', "").parse::<u64>().ok())
+                .flatten()
+        })
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
 }
 
 /// Runs `callgrind_control` on a process, which must succeed.
@@ -494,6 +630,31 @@ async fn main() -> ExitCode {
         serde_json::Value::Null
     };
 
+    let rescue_breakdown = if a.callgrind_requests > 0 && a.races > 0 && have("valgrind") {
+        let n = a.races.min(50);
+        let rows = rescue_instructions(n).await;
+        println!(
+            "\nwhere a rescue's instructions go (callgrind, inclusive, per retry, {n} of each):"
+        );
+        println!(
+            "{:<30} {:>12} {:>12} {:>10}",
+            "function", "plain retry", "rescued", "difference"
+        );
+        for (label, plain, rescued) in &rows {
+            println!(
+                "{label:<30} {plain:>12.0} {rescued:>12.0} {:>10.0}",
+                rescued - plain
+            );
+        }
+        serde_json::Value::Array(
+            rows.iter()
+                .map(|(l, p, r)| json!({"function": l, "plain": p, "rescued": r}))
+                .collect(),
+        )
+    } else {
+        serde_json::Value::Null
+    };
+
     let callgrind = if a.callgrind_requests > 0 && have("valgrind") {
         let n = a.callgrind_requests;
         let mut per_request = Vec::new();
@@ -532,7 +693,7 @@ async fn main() -> ExitCode {
         "tool": if wrk { "wrk" } else { "closed-loop" },
         "rounds": a.rounds, "duration_s": a.duration.as_secs(), "connections": a.connections,
         "latency_rate": a.rate, "variants": rows, "rescue": rescue,
-        "callgrind": callgrind,
+        "callgrind": callgrind, "rescue_instructions": rescue_breakdown,
     });
     write_results(&out.join("bench.json"), &doc)
 }
@@ -575,6 +736,9 @@ async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
         .into_iter()
         .filter(|v| *v != churn::Variant::Patched || Flavor::patched_available())
         .collect();
+    if !Flavor::patched_available() {
+        eprintln!("bench --churn: no patched nginx for this version: stock and module-on only");
+    }
     eprintln!(
         "bench --churn: nginx {major}.{minor}.{patch}, {} rounds of {} requests over {:?} \
          upstreams, {} clients, {} workers, reclaim {} (delay up to {:?}), names moved every {} s",
@@ -644,6 +808,14 @@ async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
                 "stock with {n} upstreams met no generation 502: the run shows nothing; \
                  give it more --requests or a higher --reclaim"
             ));
+        }
+        // The module met the race too (its zero 502s are rescues, not luck).
+        if let Some(on) = variants.iter().position(|v| *v == churn::Variant::On) {
+            if got[on].iter().filter_map(|o| o.busy).sum::<u64>() == 0 {
+                failures.push(format!(
+                    "module-on with {n} upstreams counted no refusal: it met no race"
+                ));
+            }
         }
         for (v, os) in variants.iter().zip(&got) {
             let (rps, p50, p99) = (
@@ -721,5 +893,19 @@ mod tests {
         assert_eq!(super::wrk_rps("nothing"), None);
         assert_eq!(super::median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(super::spread(&[3.0, 1.0, 2.0]), (1.0, 3.0));
+    }
+
+    #[test]
+    fn inclusive_counts_from_callgrind_annotate() {
+        let out = "\
+5,076,054 (100.0%)  PROGRAM TOTALS
+  817,470 (16.10%)  ???:ngx_http_upstream_generation_retry_module::peer::get_peer<x::Http> [/m.so]
+      400 ( 0.01%)  ???:ngx_http_upstream_generation_retry_module::peer::get_peer::h0123456789abcdef [/m.so]
+    1,000 ( 0.02%)  ???:mod::peer::get_peer_data [/m.so]
+   12,345 ( 0.24%)  src/core/ngx_log.c:ngx_log_error_core [/usr/sbin/nginx]
+";
+        assert_eq!(super::inclusive(out, "peer::get_peer"), Some(817_870));
+        assert_eq!(super::inclusive(out, "ngx_log_error_core"), Some(12_345));
+        assert_eq!(super::inclusive(out, "peer::decide"), None);
     }
 }
