@@ -21,6 +21,7 @@ use crate::accesslog::{tally, Entry};
 use crate::backend::{Backend, ADDR_A, ADDR_B};
 use crate::dns::{Answer, DnsServer};
 use crate::errorlog;
+use crate::lab::epoch_now;
 use crate::load::Client;
 use crate::metrics::{log, Counter, StatusExt};
 use crate::nginx::{Config, Flavor, Nginx};
@@ -249,14 +250,6 @@ async fn counters(client: &Client) -> Option<[u64; 3]> {
     Some(sum)
 }
 
-/// Seconds since the epoch, as the DNS server logs its answers.
-fn wall_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 /// The access log's lines of the load, once all `n` are written (a
 /// worker logs a request just after its answer left), bounded.
 async fn logged(nginx: &Nginx, n: usize) -> Vec<Entry> {
@@ -295,7 +288,7 @@ pub async fn run(v: Variant, o: &Options) -> Outcome {
 
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let start_wall = wall_now();
+    let start_wall = epoch_now();
     let mut tasks = Vec::with_capacity(o.connections);
     for _ in 0..o.connections {
         let (client, next, n, ups) = (client.clone(), next.clone(), o.requests, o.upstreams);
@@ -316,7 +309,7 @@ pub async fn run(v: Variant, o: &Options) -> Outcome {
         seen.extend(t.await.expect("churn client"));
     }
     let seconds = started.elapsed().as_secs_f64();
-    let end_wall = wall_now();
+    let end_wall = epoch_now();
     backend.set_reclaim(0.0, o.seed);
 
     let after = counters(&client).await;

@@ -399,7 +399,9 @@ fn module_counts(status: Option<&Value>) -> ModuleCounts {
     }
 }
 
-fn epoch_now() -> f64 {
+/// Seconds since the epoch, as nginx's `$msec` and the DNS server's log
+/// give them.
+pub(crate) fn epoch_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

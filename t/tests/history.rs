@@ -452,3 +452,136 @@ fn tried_other(addr: std::net::Ipv4Addr) -> std::net::Ipv4Addr {
         ADDR_A
     }
 }
+
+/// A dead primary handed back stays dead (the http twin of `stream.rs`'s):
+/// a peer the request tried before its re-snapshot, which the fresh
+/// snapshot offers again, is handed back as the attempt there ended,
+/// failed, so its failure counts. Handed back as unused, round-robin's
+/// `free` would keep its failure from counting, and the next request would
+/// go to the dead primary first.
+///
+/// The dead primary at [`ADDR_C`] refuses connections, with `weight=100`
+/// beside the name's 1, so that every selection where it is allowed picks
+/// it, and `max_fails=2`, so that its first failure leaves it allowed (the
+/// name has `max_fails=0`, so that only the dead primary's line is said): the
+/// fresh snapshot offers it again whatever the clock says. The request's
+/// first attempt fails there (its first failure), the retry is held at the
+/// name's address, the name moves, the held connection closes, and the
+/// rescue's fresh snapshot offers the dead primary: handed back as failed
+/// it reaches `max_fails`, which round-robin's `free` says in its
+/// `upstream server temporarily disabled` line (the hand-back made
+/// visible), and the next request goes straight to the new address.
+/// `/applied` is answered without the upstream, so no other request
+/// touches the dead primary. A backup server (never reached) gives the
+/// request its third try, which the rescue takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_primary_handed_back_stays_dead() {
+    dead_primary_handed_back(Fix::Module).await;
+}
+
+/// The patched nginx, without the module: its history's hand-back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patched_nginx_keeps_a_handed_back_dead_primary_dead() {
+    if !Flavor::patched_available() {
+        println!("no patched nginx for this version: nothing to run");
+        return;
+    }
+    dead_primary_handed_back(Fix::Patched).await;
+}
+
+async fn dead_primary_handed_back(fix: Fix) {
+    // A port at ADDR_C where nothing listens: connects are refused.
+    let dead = std::net::TcpListener::bind((ADDR_C, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port at 127.0.0.4");
+    let (flavor, on) = match fix {
+        Fix::Module => (Flavor::with_module(), "generation_retry_resnapshot on;"),
+        Fix::Patched => (Flavor::patched(), ""),
+    };
+    let spec = Spec {
+        servers: format!(
+            "server {dead} weight=100 max_fails=2 fail_timeout=30s;\n        \
+             server app.test:${{BPORT}} resolve max_fails=0;\n        \
+             server 127.0.0.5:${{BPORT}} backup;"
+        ),
+        keepalive: false,
+        location_extra: String::new(),
+        ready: Ready::Answered,
+        ..Spec::single_peer(flavor, "", on)
+    };
+    let applied = "location = /applied { return 204; }".to_string();
+    let lab = Lab::start_spec_with(spec, &[("SERVER_EXTRA", applied)]).await;
+    let wait = patience(Duration::from_secs(10));
+
+    let hold = lab.backend.arm_hold_any();
+    let client = lab.client.clone();
+    let request = tokio::spawn(async move { client.get("/dead/0").await });
+    let held = hold.caught(wait).await.unwrap();
+    assert_eq!(held.addr, ADDR_A, "the retry after the dead primary");
+    let since = Instant::now();
+    lab.dns.set_a(NAME, ADDR_B);
+    lab.wait_applied(ADDR_B, since).await;
+    held.close();
+    let response = request.await.expect("client task");
+    assert_eq!(
+        (response.status(), response.body.as_str()),
+        (200, format!("{ADDR_B}\n").as_str()),
+        "{response:?}\n{}",
+        lab.nginx.error_log()
+    );
+    let (a, b) = (lab.upstream_addr(ADDR_A), lab.upstream_addr(ADDR_B));
+    assert_eq!(
+        hops(&lab, "/dead/0").await,
+        [dead.to_string(), a, b.clone()]
+    );
+    let lines = lab.request_errors("/dead/0");
+    let disabled: Vec<_> = lines
+        .iter()
+        .filter(|l| l.contains("upstream server temporarily disabled"))
+        .collect();
+    assert_eq!(
+        disabled.len(),
+        1,
+        "the dead primary handed back as failed (its second failure): {lines:#?}"
+    );
+    let rescued = match fix {
+        Fix::Module => log::rescued_marker(Protocol::Http, UPSTREAM),
+        Fix::Patched => patched_rescue_line(UPSTREAM),
+    };
+    assert_eq!(
+        lines.iter().filter(|l| l.contains(&rescued)).count(),
+        1,
+        "{lines:#?}"
+    );
+    if fix == Fix::Module {
+        let s = lab.status(UPSTREAM).await;
+        assert_eq!(
+            (s.count(Counter::Rescued), s.count(Counter::Excluded)),
+            (1, 1),
+            "{s}"
+        );
+    }
+
+    let next = lab.client.get("/dead/next").await;
+    assert_eq!(next.status(), 200, "{next:?}");
+    assert_eq!(
+        hops(&lab, "/dead/next").await,
+        [b],
+        "the next request went to the dead primary first\n{}",
+        lab.nginx.error_log()
+    );
+    lab.finish();
+}
+
+/// The `$upstream_addr` entries of the request for `path`, as text.
+async fn hops(lab: &Lab, path: &str) -> Vec<String> {
+    lab.access_entry(path)
+        .await
+        .hops
+        .iter()
+        .map(|h| match h {
+            Hop::Addr(a) => a.to_string(),
+            Hop::Group(g) => g.clone(),
+        })
+        .collect()
+}

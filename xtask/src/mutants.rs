@@ -109,6 +109,11 @@ const PATCHED_DEAD_STAYS_DEAD: (&str, &str) = (
     "stream",
     "patched_nginx_keeps_a_handed_back_dead_primary_dead",
 );
+const HTTP_DEAD_STAYS_DEAD: (&str, &str) = ("history", "a_dead_primary_handed_back_stays_dead");
+const HTTP_PATCHED_DEAD_STAYS_DEAD: (&str, &str) = (
+    "history",
+    "patched_nginx_keeps_a_handed_back_dead_primary_dead",
+);
 const PATCHED_STREAM_HISTORY: (&str, &str) = (
     "stream",
     "patched_nginx_does_not_try_a_primary_tried_before_the_change",
@@ -432,7 +437,7 @@ pub const MUTANTS: &[Mutant] = &[
         file: LIVE,
         find: "        self.inner.free(self.pc, state);\n",
         replace: "        self.inner.free(self.pc, state & 0);\n",
-        tests: &[DEAD_STAYS_DEAD],
+        tests: &[DEAD_STAYS_DEAD, HTTP_DEAD_STAYS_DEAD],
         core: false,
         whole_suite: false,
     },
@@ -451,6 +456,15 @@ pub const MUTANTS: &[Mutant] = &[
         find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
         replace: "+        pc->free(pc, data, t->state & 0);\n",
         tests: &[PATCHED_DEAD_STAYS_DEAD],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "http-patch-hand-back-revives",
+        file: HTTP_HISTORY_PATCH,
+        find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
+        replace: "+        pc->free(pc, data, t->state & 0);\n",
+        tests: &[HTTP_PATCHED_DEAD_STAYS_DEAD],
         core: false,
         whole_suite: false,
     },
