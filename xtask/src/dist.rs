@@ -94,6 +94,15 @@ pub fn command(args: &[String]) -> Result {
         }
     }
 
+    // Every package of the lock in cargo's cache, for every target: the
+    // offline `cargo metadata` and `cargo vendor` below resolve them all,
+    // and a build downloads only the host's (a fresh machine that built
+    // everything still lacks `wasi`). Without a network the cache may hold
+    // them all anyway; the offline steps then name what is missing.
+    if let Err(e) = run_quiet(cargo().args(["fetch", "--locked"]).current_dir(&root)) {
+        eprintln!("xtask: dist: cargo fetch failed, going on with cargo's cache: {e}");
+    }
+
     // The smaller workspace, and its lock pruned by cargo (offline: it may
     // drop packages, not fetch or upgrade any).
     let manifest = stage.join("Cargo.toml");
