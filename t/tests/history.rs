@@ -24,6 +24,7 @@ use generation_retry_t::accesslog::Hop;
 use generation_retry_t::backend::{ADDR_A, ADDR_B, ADDR_C};
 use generation_retry_t::dns::Answer;
 use generation_retry_t::errorlog::NO_LIVE;
+use generation_retry_t::load::Response;
 use generation_retry_t::memcheck::patience;
 use generation_retry_t::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::nginx::Flavor;
@@ -419,12 +420,7 @@ async fn the_module_in_the_patched_nginx_leaves_its_hand_backs_alone() {
     second.close();
 
     let response = request.await.expect("client task");
-    assert_eq!(
-        (response.status(), response.body.as_str()),
-        (200, format!("{ADDR_B}\n").as_str()),
-        "{response:?}\n{}",
-        lab.nginx.error_log()
-    );
+    assert_answered_by(&lab, &response, ADDR_B);
     let reached: Vec<_> = lab
         .backend
         .seen()
@@ -523,12 +519,7 @@ async fn dead_primary_handed_back(fix: Fix) {
     lab.wait_applied(ADDR_B, since).await;
     held.close();
     let response = request.await.expect("client task");
-    assert_eq!(
-        (response.status(), response.body.as_str()),
-        (200, format!("{ADDR_B}\n").as_str()),
-        "{response:?}\n{}",
-        lab.nginx.error_log()
-    );
+    assert_answered_by(&lab, &response, ADDR_B);
     let (a, b) = (lab.upstream_addr(ADDR_A), lab.upstream_addr(ADDR_B));
     assert_eq!(
         hops(&lab, "/dead/0").await,
@@ -584,4 +575,15 @@ async fn hops(lab: &Lab, path: &str) -> Vec<String> {
             Hop::Group(g) => g.clone(),
         })
         .collect()
+}
+
+/// `response` is a 200 from the backend at `ip` (which answers with its
+/// address).
+fn assert_answered_by(lab: &Lab, response: &Response, ip: std::net::Ipv4Addr) {
+    assert_eq!(
+        (response.status(), response.body.as_str()),
+        (200, format!("{ip}\n").as_str()),
+        "{response:?}\n{}",
+        lab.nginx.error_log()
+    );
 }
