@@ -68,15 +68,9 @@ const MATRIX_TESTS_NO_INSTALL: &[&str] = match MATRIX_TESTS.split_last() {
 /// and stream races (stock, `on`, `off`, patched), the directive matrix
 /// and the empty list; the balancer rows, the behaviour tests, `max=N`
 /// under a moving list and the diagnosis run on the twin, through the same
-/// nginx code. CI's budget: about 50 s each.
-const TWIN_TESTS: &[&str] = &[
-    "race",
-    "module_race",
-    "stream",
-    "patched",
-    "directive",
-    "empty_list",
-];
+/// nginx code. The same binaries as Tengine's, for another reason. CI's
+/// budget: about 50 s each.
+const TWIN_TESTS: &[&str] = TENGINE_TESTS;
 
 /// The test binaries the matrix runs on `version`.
 pub fn matrix_tests(version: &str) -> &'static [&'static str] {
