@@ -197,17 +197,9 @@ fn have(tool: &str) -> bool {
 /// per-function breakdown (`callgrind_annotate`).
 async fn instructions(v: Variant, n: usize) -> (f64, PathBuf) {
     const WARM_UP: usize = 200;
-    let dir =
-        std::env::temp_dir().join(format!("generation-retry-callgrind-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("callgrind dir");
-    let file = dir.join(format!("{}.out", v.name()));
+    let (file, wrapper) = callgrind(v.name(), &[]);
     let spec = Spec {
-        wrapper: vec![
-            "valgrind".into(),
-            "-q".into(),
-            "--tool=callgrind".into(),
-            format!("--callgrind-out-file={}", file.display()),
-        ],
+        wrapper,
         // The name resolved once: no re-resolve (a resolver exchange of
         // thousands of instructions, about one a second of a run that
         // callgrind slows to tens of seconds) counts with the requests.
@@ -270,18 +262,9 @@ const RESCUE_FUNCTIONS: [(&str, &str); 5] = [
 /// The name re-resolves every second here (the race needs it): a
 /// re-resolve that lands in a window counts with it, in either kind.
 async fn rescue_instructions(n: usize) -> Vec<(&'static str, f64, f64)> {
-    let dir =
-        std::env::temp_dir().join(format!("generation-retry-callgrind-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("callgrind dir");
-    let file = dir.join("rescue.out");
+    let (file, wrapper) = callgrind("rescue", &["--instr-atstart=no"]);
     let spec = Spec {
-        wrapper: vec![
-            "valgrind".into(),
-            "-q".into(),
-            "--tool=callgrind".into(),
-            "--instr-atstart=no".into(),
-            format!("--callgrind-out-file={}", file.display()),
-        ],
+        wrapper,
         ..Variant::On.spec()
     };
     let mut lab = Lab::start_spec(spec).await;
@@ -366,6 +349,22 @@ fn inclusive(annotate: &str, function: &str) -> Option<u64> {
         })
         .collect();
     (!counts.is_empty()).then(|| counts.iter().sum())
+}
+
+/// nginx under callgrind with `options`, writing `NAME.out` in this run's
+/// callgrind directory: the file, and the command to run nginx under.
+fn callgrind(name: &str, options: &[&str]) -> (PathBuf, Vec<String>) {
+    let dir =
+        std::env::temp_dir().join(format!("generation-retry-callgrind-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("callgrind dir");
+    let file = dir.join(format!("{name}.out"));
+    let mut wrapper: Vec<String> = ["valgrind", "-q", "--tool=callgrind"]
+        .iter()
+        .chain(options)
+        .map(|s| s.to_string())
+        .collect();
+    wrapper.push(format!("--callgrind-out-file={}", file.display()));
+    (file, wrapper)
 }
 
 /// Runs `callgrind_control` on a process, which must succeed.
