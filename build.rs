@@ -4,6 +4,10 @@
 //! on how the target nginx was configured instead of guessing.
 
 use std::env;
+use std::path::PathBuf;
+
+#[path = "build/layout.rs"]
+mod layout;
 
 fn forward_list(var: &str, check_var: &str, cfg: &str) {
     println!("cargo::rerun-if-env-changed={var}");
@@ -18,6 +22,7 @@ fn forward_list(var: &str, check_var: &str, cfg: &str) {
 }
 
 fn main() {
+    layout_gate();
     forward_list(
         "DEP_NGINX_FEATURES",
         "DEP_NGINX_FEATURES_CHECK",
@@ -42,5 +47,40 @@ fn main() {
     println!("cargo::rerun-if-env-changed=DEP_NGINX_BUILD_DIR");
     if let Ok(dir) = env::var("DEP_NGINX_BUILD_DIR") {
         println!("cargo::rustc-env=GENERATION_RETRY_NGINX_BUILD_DIR={dir}");
+    }
+}
+
+/// The layout gate (build/layout.rs): the C compiler's layout of the
+/// structures the module names, asserted against bindgen's in the module's
+/// compilation. A difference fails the build naming the structure and field.
+fn layout_gate() {
+    println!("cargo::rerun-if-changed=build/layout.rs");
+    println!("cargo::rerun-if-env-changed=GENERATION_RETRY_LAYOUT_GATE");
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    let skip = |why: &str| {
+        println!("cargo::warning=layout gate skipped: {why}; bindgen's structures are unchecked against the C compiler");
+        std::fs::write(out.join("layout.rs"), "// layout gate skipped\n").expect("layout.rs");
+    };
+    if env::var("GENERATION_RETRY_LAYOUT_GATE").as_deref() == Ok("off") {
+        return skip("GENERATION_RETRY_LAYOUT_GATE=off");
+    }
+    if env::var("TARGET").ok() != env::var("HOST").ok() {
+        // The probe runs where it is built: a cross build cannot run it.
+        return skip("cross build (the probe cannot run on the build host)");
+    }
+    let sources =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("manifest dir")).join("module/src");
+    match layout::gate(&sources, &out) {
+        Ok(c) => {
+            // Kept for `cargo xtask` and readers: what was compared.
+            let summary = format!(
+                "{} structures, {} fields, {} called bitfields checked; {} bitfields not called are compared only in layout-report.txt\n",
+                c.structs, c.fields, c.bitfields, c.uncalled
+            );
+            std::fs::write(out.join("layout-summary.txt"), summary).expect("layout summary");
+        }
+        Err(e) => panic!(
+            "layout gate: {e}\n(set GENERATION_RETRY_LAYOUT_GATE=off to build without it, unchecked)"
+        ),
     }
 }

@@ -45,6 +45,16 @@ mod status;
 mod stream;
 mod variable;
 
+/// The layout gate's assertions (build/layout.rs): bindgen's structures as
+/// the C compiler lays them out for this nginx tree, checked at compile
+/// time.
+#[allow(non_camel_case_types, clippy::all)]
+mod layout {
+    #[allow(unused_imports)]
+    use ngx::ffi::*;
+    include!(concat!(env!("OUT_DIR"), "/layout.rs"));
+}
+
 use core::ffi::c_void;
 use core::ptr;
 

@@ -1,0 +1,85 @@
+//! The layout gate (build/layout.rs) fails a build, naming the structure
+//! and the field, when the module calls an accessor of a bitfield bindgen
+//! misplaces. bindgen 0.72 misplaces `ngx_http_request_t`'s bitfields from
+//! `uri_changes` on in nginx 1.29.3+ trees (`in_port_t port` precedes
+//! them; rust-bindgen #3384), and places them right in 1.28.
+//!
+//! The module calls no such accessor, so the build is asked to check one as
+//! if it did (`GENERATION_RETRY_LAYOUT_GATE_CALLED`, a knob that can only
+//! add checks): against this run's nginx tree, the build of the module must
+//! fail naming `ngx_http_request_s.header_only` on 1.29.3+, and succeed on
+//! older trees. Without the gate both builds succeed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use generation_retry_t::nginx;
+
+/// This version's configured tree: (source, objs). `cargo xtask build`
+/// configures 1.29+ in `stock-build/src`; 1.28.0's stock nginx comes from
+/// nginx-src, so its patched tree (same headers, patch aside) stands in.
+fn tree() -> (PathBuf, PathBuf) {
+    let dir = nginx::install_dir();
+    let stock = dir.join("stock-build/src");
+    if stock.join("objs/ngx_auto_config.h").is_file() {
+        return (stock.clone(), stock.join("objs"));
+    }
+    let patched = dir.join("patched-build");
+    assert!(
+        patched.join("objs/ngx_auto_config.h").is_file(),
+        "no configured nginx tree under {}: run `cargo xtask build`",
+        dir.display()
+    );
+    (patched.join("src"), patched.join("objs"))
+}
+
+fn workspace() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+#[test]
+fn a_misplaced_bitfield_the_module_calls_fails_the_build_naming_it() {
+    let (source, objs) = tree();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace().join("target"), PathBuf::from)
+        .join("module-cargo");
+    let out = Command::new(cargo)
+        .current_dir(workspace())
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--package",
+            "ngx_http_upstream_generation_retry_module",
+            "--no-default-features",
+            "--features",
+            "export-modules",
+            "--target-dir",
+        ])
+        .arg(&target)
+        .env("NGINX_SOURCE_DIR", &source)
+        .env("NGINX_BUILD_DIR", &objs)
+        .env("GENERATION_RETRY_LAYOUT_GATE_CALLED", "header_only")
+        .env_remove("GENERATION_RETRY_LAYOUT_GATE")
+        .env_remove("RUSTFLAGS")
+        .output()
+        .expect("cargo build");
+    let said = String::from_utf8_lossy(&out.stderr);
+    // The request's structure under its tag or its typedef's name.
+    let named = said.lines().any(|l| {
+        l.contains("nginx layout gate: ngx_http_request_") && l.contains(".header_only is bit")
+    });
+    let (major, minor, patch) = nginx::version();
+    if (major, minor, patch) >= (1, 29, 3) {
+        assert!(
+            !out.status.success() && named,
+            "nginx {major}.{minor}.{patch}: the build calling header_only must fail naming it:\n{said}"
+        );
+    } else {
+        assert!(
+            out.status.success() && !named,
+            "nginx {major}.{minor}.{patch}: bindgen places header_only right, the build must pass:\n{said}"
+        );
+    }
+}
