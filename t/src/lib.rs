@@ -10,6 +10,7 @@ pub mod backend;
 pub mod churn;
 pub mod dns;
 pub mod errorlog;
+pub mod fuzz;
 pub mod gdb;
 pub mod lab;
 pub mod labels;

@@ -79,6 +79,7 @@ fn main() -> ExitCode {
         "bench" => harness_bin("bench", rest),
         "valgrind" => valgrind::valgrind(rest),
         "mutants" => mutants::command(rest),
+        "fuzz" => fuzz(rest),
         "help" | "--help" | "-h" => {
             print_help();
             Ok(())
@@ -146,7 +147,12 @@ mutants      build, then apply each mutant (a small deliberate fault in the modu
              or a patch) to a copy in target/mutants/, build it and run the tests
              that should catch it; a table, and failure if any is missed
              --only NAME,...       only these mutants
-             --list                list the mutants and their tests",
+             --list                list the mutants and their tests
+fuzz         generated inputs through every parser and renderer that meets outside
+             input (the directive, the status query, the Prometheus and JSON
+             renderers, diagnose's log readers), each checked against what it must
+             answer; no nginx needed. --inputs N (default 1000000), --seed S,
+             --target NAME; failures saved in target/fuzz/failures/",
         versions = MATRIX.join(", ")
     );
 }
@@ -185,6 +191,24 @@ fn harness_bin(bin: &str, args: &[String]) -> Result {
     let (version, source, rest) = versions::parse_one_among(args)?;
     let built = build::build_version(&version, source.as_deref())?;
     run(harness_command(bin, &built.install).args(rest))
+}
+
+/// `cargo xtask fuzz [--inputs N] [--seed S] [--target NAME]`: the
+/// harness's `fuzz` binary, in release (t/src/fuzz.rs).
+fn fuzz(args: &[String]) -> Result {
+    run(cargo()
+        .args([
+            "run",
+            "--release",
+            "--locked",
+            "-q",
+            "-p",
+            "generation-retry-t",
+            "--bin",
+            "fuzz",
+            "--",
+        ])
+        .args(args))
 }
 
 #[cfg(test)]
