@@ -241,35 +241,51 @@ async fn post_row(row: Row, fix: Fix) -> Result<u64, String> {
     }
 }
 
-/// Every row of a balancer, concurrently. With the module, the rows
-/// together must have handed back at least one peer: the fresh snapshot
-/// prefers the tried peer 20 to 1 (always, in the backup row), so a run
-/// where it never did would not have tested the history at all. Not for
-/// `random two`: it draws two peers (the weights bias the draws) and takes
-/// the one with fewer connections, and with none open either way the tried
-/// peer comes first about half the time; its rows still assert that the
-/// POST reached each address once.
+/// Every row of a balancer, concurrently. With the module:
+/// - the backup row must hand the tried peer back: there the fresh
+///   snapshot's only live peer is the tried one, so it is offered first,
+///   always;
+/// - the other rows together must have handed back at least one peer. Per
+///   row it is a likelihood, not a certainty: the fresh snapshot prefers
+///   the tried peer 20 to 1, but smooth weighted round-robin's current
+///   weights live in the shared zone and carry over from earlier requests,
+///   so which peer comes first is not fixed; all rows missing it has odds
+///   of about 21^-4. Not for `random two`: it draws two peers (the weights
+///   bias the draws) and takes the one with fewer connections, and with
+///   none open either way the tried peer comes first about half the time;
+///   its rows still assert that the POST reached each address once.
 async fn run(balancer: &'static str, fix: Fix) {
     let rows = rows(balancer, fix);
     let expected = rows.len();
     let mut set = JoinSet::new();
     for row in rows {
-        set.spawn(post_row(row, fix));
+        let name = row.name.clone();
+        set.spawn(async move { (name, post_row(row, fix).await) });
     }
     let (mut failures, mut passed, mut excluded) = (Vec::new(), 0, 0);
+    let mut backup = None;
     while let Some(r) = set.join_next().await {
-        match r.expect("row task") {
+        let (name, r) = r.expect("row task");
+        match r {
             Ok(n) => {
                 passed += 1;
                 excluded += n;
+                if name.ends_with("] backup") {
+                    backup = Some(n);
+                }
             }
             Err(e) => failures.push(e),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert_eq!(passed, expected);
-    if fix == Fix::Module && !balancer.starts_with("random two") {
-        assert!(excluded > 0, "no row handed a tried peer back");
+    if fix == Fix::Module {
+        if let Some(n) = backup {
+            assert!(n >= 1, "the backup row handed no tried peer back");
+        }
+        if !balancer.starts_with("random two") {
+            assert!(excluded > 0, "no row handed a tried peer back");
+        }
     }
 }
 

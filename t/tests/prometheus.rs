@@ -299,8 +299,10 @@ fn doc_anchors() -> BTreeSet<String> {
 
 /// `promtool check rules` and `promtool test rules` pass on
 /// contrib/prometheus; every alert has a firing and a silent unit case and
-/// a runbook section; and the unit tests catch a broken rule (the
-/// off-to-on term of GenerationRetryRescuesFailing removed).
+/// a runbook section; and the unit tests catch a broken rule: the
+/// off-to-on term of GenerationRetryRescuesFailing removed, and every
+/// alert's expression replaced by one that never fires and by one that
+/// always does.
 ///
 /// Non-regression guard: the rule files and promtool alone, no nginx.
 #[test]
@@ -375,12 +377,55 @@ fn rules_pass_promtool_and_their_unit_tests() {
     );
     fs::write(dir.join("alerts.yml"), broken).unwrap();
     let said = promtool(&["test", "rules", &path(&dir.join("alerts.test.yml"))], "");
-    let _ = fs::remove_dir_all(&dir);
     assert!(!said.ok, "the unit tests missed a broken rule: {said:?}");
     assert!(
         format!("{}{}", said.stdout, said.stderr).contains("switching from off to on"),
         "{said:?}"
     );
+
+    // Every alert, broken both ways: an expression that never returns a
+    // series (its firing cases must fail) and one that always does (its
+    // silent cases must fail), each failure naming the alert.
+    let mut missed = Vec::new();
+    for name in &names {
+        for (how, expr) in [("never fires", "absent(vector(1))"), ("always fires", "vector(1)")] {
+            fs::write(dir.join("alerts.yml"), with_expr(&text, name, expr)).unwrap();
+            let said = promtool(&["test", "rules", &path(&dir.join("alerts.test.yml"))], "");
+            if said.ok || !format!("{}{}", said.stdout, said.stderr).contains(name.as_str()) {
+                missed.push(format!("{name} ({how}): {said:?}"));
+            }
+        }
+    }
+    let _ = fs::remove_dir_all(&dir);
+    assert!(missed.is_empty(), "the unit tests missed broken alerts:\n{}", missed.join("\n"));
+}
+
+/// alerts.yml with alert `name`'s `expr:` (its line and the block under
+/// it) replaced by `expr`.
+fn with_expr(text: &str, name: &str, expr: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim() == format!("- alert: {name}"))
+        .unwrap_or_else(|| panic!("no alert {name} in alerts.yml"));
+    let start = at
+        + 1
+        + lines[at + 1..]
+            .iter()
+            .position(|l| l.trim_start().starts_with("expr:"))
+            .unwrap_or_else(|| panic!("{name} has no expr"));
+    let indent = lines[start].len() - lines[start].trim_start().len();
+    let end = start
+        + 1
+        + lines[start + 1..]
+            .iter()
+            .position(|l| l.len() - l.trim_start().len() <= indent && !l.trim().is_empty())
+            .unwrap_or(lines.len() - start - 1);
+    let replaced = format!("{}expr: {expr}", " ".repeat(indent));
+    let mut out: Vec<&str> = lines[..start].to_vec();
+    out.push(&replaced);
+    out.extend_from_slice(&lines[end..]);
+    out.join("\n") + "\n"
 }
 
 // ---------------------------------------------------------------------
