@@ -52,8 +52,13 @@ impl Breakpoint {
             stdout,
             transcript: String::new(),
         };
+        // nginx's control signals go straight through: the tests send them
+        // (a reload while gdb holds the master at a breakpoint) and gdb
+        // would otherwise stop the process at each.
         b.send(&format!(
-            "set pagination off\nset confirm off\nbreak {function}\nignore 1 {skip}\n"
+            "set pagination off\nset confirm off\n\
+             handle SIGHUP SIGUSR1 SIGUSR2 SIGTERM SIGQUIT SIGWINCH nostop noprint pass\n\
+             break {function}\nignore 1 {skip}\n"
         ))
         .await?;
         // Only once the breakpoint is in place may the worker run on.

@@ -452,6 +452,27 @@ impl Nginx {
         }
     }
 
+    /// Writes `config` as nginx.conf and reloads, for a reload that must
+    /// fail: waits until the error log says `failure` (the running
+    /// configuration goes on).
+    pub fn reconfigure_failing(&self, config: &Config, failure: &str) {
+        fs::write(
+            self.prefix.join("nginx.conf"),
+            config.render(&self.prefix, self.port),
+        )
+        .expect("write nginx.conf");
+        self.signal(libc::SIGHUP);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.error_log().contains(failure) {
+            assert!(
+                Instant::now() < deadline,
+                "the reload did not fail with {failure:?}:\n{}",
+                self.error_log()
+            );
+            pause(Duration::from_millis(10));
+        }
+    }
+
     pub fn reload(&self) {
         let count = |needle: &str| self.error_log().matches(needle).count();
         let (started, exited) = (count("start worker process"), count("exited with code"));
@@ -560,6 +581,32 @@ impl Nginx {
             log.contains("exited on signal"),
             "expected a worker to exit on a signal:\n{log}"
         );
+        log
+    }
+
+    /// Stops nginx whose log a test expects to hold fatal lines (a worker
+    /// it killed, a reload it made fail): fails unless each of `expected`
+    /// is in some fatal line and every fatal line holds one of them;
+    /// returns the log.
+    pub fn finish_expecting(mut self, expected: &[&str]) -> String {
+        self.stop();
+        self.checked = true;
+        let log = self.error_log();
+        let fatal = errorlog::fatal_lines(&log);
+        let unexpected: Vec<&&str> = fatal
+            .iter()
+            .filter(|l| !expected.iter().any(|e| l.contains(e)))
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "unexpected fatal lines: {unexpected:#?}"
+        );
+        for e in expected {
+            assert!(
+                fatal.iter().any(|l| l.contains(e)),
+                "no fatal line with {e:?}:\n{log}"
+            );
+        }
         log
     }
 

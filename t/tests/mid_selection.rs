@@ -493,3 +493,351 @@ async fn the_generation_is_taken_before_the_balancers_own_snapshot() {
     assert_eq!(s.count(Counter::NoLiveUnavailable), 0, "{s}");
     run.nginx.finish();
 }
+
+/// An upstream of the first configuration only, whose counters a later
+/// reload must free (issue 28: a fault during a rescue).
+const GONE: &str = r#"
+    upstream gone {
+        zone gone 64k;
+        server 127.0.0.1:1;
+        generation_retry_resnapshot on;
+    }
+"#;
+
+/// A worker killed (SIGKILL) while gdb holds it inside a rescue: refused,
+/// re-snapshotted, stopped at its selection on the fresh snapshot. The
+/// in-flight request fails as nginx fails any request whose worker dies
+/// (the connection closes with no answer), the master starts a new worker
+/// in its place, and:
+/// - the counters hold no half of the killed rescue (the tally is added
+///   after the selection it was killed in: busy, rescued and failed all
+///   0, so busy = rescued + failed);
+/// - the new worker rescues the next race (busy 1, rescued 1);
+/// - it recorded itself in the zone's worker table, taking the dead
+///   worker's entry: no reload finds a live child unrecorded
+///   (`zone_workers_unknown`), and the dead worker's record holds nothing
+///   back: the third reload frees `gone`'s counters, which only the
+///   first configuration had.
+///
+/// The one test whose log is expected to hold an `[alert]`: nginx's
+/// `worker process PID exited on signal 9` for the worker it killed, and
+/// no other fatal line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_killed_inside_a_rescue_is_replaced_and_counting_goes_on() {
+    let dns = DnsServer::start().await;
+    dns.set_a(NAME, ADDR_A);
+    let backend = Backend::start().await;
+    let (dns_addr, bport) = (dns.addr(), backend.port());
+    let config = move |first: bool| {
+        Config::new(
+            Flavor::with_module(),
+            if first {
+                format!("{GONE}{TEMPLATE}")
+            } else {
+                TEMPLATE.to_string()
+            },
+        )
+        .workers(2)
+        .var("DNS", dns_addr)
+        .var("BPORT", bport)
+        .var("MAX", 2)
+        .var("KEEPALIVE", KEEPALIVE_LOCATION)
+    };
+    let nginx = Nginx::start(&config(true));
+    let [w0, w1] = workers(&nginx).await;
+    let any = Client::new(nginx.url(""));
+    let deadline = Instant::now() + patience(Duration::from_secs(10));
+    for k in 0.. {
+        if any.get(&format!("/ready/{k}")).await.status() == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", nginx.error_log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (on_0, on_1) = pinned(&nginx, [w0, w1]).await;
+    let mut run = Run {
+        nginx,
+        dns,
+        backend,
+        on_0,
+        on_1: Some(on_1),
+    };
+
+    // The race on worker 1, stopped inside its rescue.
+    let g0 = run.generation().await;
+    let warm = run.on_1.as_mut().unwrap().get("/warm").await.unwrap();
+    assert_eq!(
+        (warm.body.as_str(), worker(&warm)),
+        (&*format!("{ADDR_A}\n"), w1)
+    );
+    let hold = run.backend.arm_hold();
+    let mut on_1 = run.on_1.take().unwrap();
+    let request = tokio::spawn(async move { on_1.get("/race").await });
+    let held = hold
+        .caught(patience(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let g1 = run.flip(ADDR_B, g0).await;
+    let bp = Breakpoint::attach(w1, SELECT, 1).await.unwrap();
+    held.close();
+    let stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
+    // SAFETY: kill(2) with plain integers: the worker this test stopped.
+    assert_eq!(unsafe { libc::kill(w1, libc::SIGKILL) }, 0);
+    drop(stopped);
+    let answered = request.await.unwrap();
+    assert!(
+        answered.is_err(),
+        "the killed worker's request was answered: {answered:?}"
+    );
+
+    // The master's new worker 1.
+    let pids = workers_of(&run.nginx, 3).await;
+    let w2 = pids[2];
+    assert!(!pids[..2].contains(&w2), "{pids:?}");
+    let log = run.nginx.error_log();
+    assert!(
+        log.contains(&format!("worker process {w1} exited on signal 9")),
+        "{log}"
+    );
+    let s = status(&mut run.on_0).await;
+    for c in [
+        Counter::BusyFirst,
+        Counter::BusyRetry,
+        Counter::Rescued,
+        Counter::Failed,
+    ] {
+        assert_eq!(s.count(c), 0, "{c:?} after the killed rescue: {s}");
+    }
+
+    // The new worker rescues the next race.
+    let (on_0, on_2) = pinned(&run.nginx, [w0, w2]).await;
+    run.on_0 = on_0;
+    let mut on_2 = on_2;
+    let warm = on_2.get("/warm/2").await.unwrap();
+    assert_eq!(
+        (warm.body.as_str(), worker(&warm)),
+        (&*format!("{ADDR_B}\n"), w2)
+    );
+    let hold = run.backend.arm_hold();
+    let request = tokio::spawn(async move { on_2.get("/race/2").await });
+    let held = hold
+        .caught(patience(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert_eq!(held.addr, ADDR_B);
+    run.flip(ADDR_A, g1).await;
+    held.close();
+    let r = request.await.unwrap().unwrap();
+    assert_eq!(
+        (r.status(), r.body.as_str(), worker(&r)),
+        (200, &*format!("{ADDR_A}\n"), w2)
+    );
+    let s = status(&mut run.on_0).await;
+    assert_eq!(s.count(Counter::BusyRetry), 1, "{s}");
+    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+    assert_eq!(s.count(Counter::Failed), 0, "{s}");
+
+    // Reloads: the first while the new worker runs (it must be in the
+    // table), the third frees `gone`.
+    drop(run.on_0);
+    for _ in 0..3 {
+        run.nginx.reconfigure(&config(false));
+    }
+    let log = run.nginx.error_log();
+    let line = log::zone_workers_unknown("generation_retry", 1, 1);
+    let unknown = line
+        .split("1 processes ")
+        .nth(1)
+        .and_then(|r| r.split(" (the table").next())
+        .expect("the unrecorded-workers line's wording");
+    assert!(
+        !log.contains(unknown),
+        "a live worker was unrecorded:\n{log}"
+    );
+    let freed: Vec<usize> = log
+        .lines()
+        .filter_map(|l| {
+            l.split(" upstreams, ")
+                .nth(1)?
+                .strip_suffix(" freed")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    // One line per setup of the zone: the start, then each reload.
+    assert!(
+        freed.len() >= 4
+            && freed.last() == Some(&1)
+            && freed[..freed.len() - 1].iter().all(|&f| f == 0),
+        "freed per setup {freed:?}: gone's counters must be freed at the third reload, no sooner"
+    );
+    run.nginx
+        .finish_expecting(&[&format!("worker process {w1} exited on signal 9")]);
+}
+
+/// Two upstreams on one moving name, one worker; `${NEWCOMER}` and
+/// `${NEW_LOCATION}` are empty at the start and filled at the reload.
+const FULL_TEMPLATE: &str = r#"
+    upstream ${UPSTREAM} {
+        zone ${UPSTREAM} 128k;
+        resolver ${DNS} valid=1s ipv6=off;
+        resolver_timeout 3s;
+        server app.test:${BPORT} resolve;
+        keepalive 16;
+        generation_retry_resnapshot on;
+    }
+    ${NEWCOMER}
+    server {
+        listen 127.0.0.1:${PORT};
+        location /be/ {
+            proxy_pass http://${UPSTREAM};
+            ${KEEPALIVE}
+        }
+        ${NEW_LOCATION}
+        location = /status {
+            generation_retry_status;
+        }
+    }
+"#;
+
+/// The race of `Lab::race_once` through `prefix` (a location of one
+/// upstream on the name): a cached connection to `from`, the request held
+/// there, the name moved to `to` and applied, the held attempt closed.
+async fn race_through(
+    nginx: &Nginx,
+    backend: &Backend,
+    dns: &DnsServer,
+    prefix: &str,
+    (from, to): (Ipv4Addr, Ipv4Addr),
+) -> Response {
+    let client = Client::new(nginx.url(""));
+    let warm = client.get(&format!("{prefix}warm")).await;
+    assert_eq!(warm.body, format!("{from}\n"), "{prefix}: {warm:?}");
+    let hold = backend.arm_hold();
+    let request = {
+        let c = client.clone();
+        let path = format!("{prefix}race");
+        tokio::spawn(async move { c.get(&path).await })
+    };
+    let held = hold
+        .caught(patience(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert_eq!(held.addr, from, "{prefix}");
+    point(dns, to).await;
+    // Applied: a new connection's request reaches `to`.
+    let probe = Client::without_keepalive(nginx.url(""));
+    let deadline = Instant::now() + patience(Duration::from_secs(10));
+    for k in 0.. {
+        if probe.get(&format!("{prefix}probe/{k}")).await.body == format!("{to}\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{prefix}: {to} never applied");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    held.close();
+    request.await.unwrap()
+}
+
+/// The zone with no room for a new upstream's counters, forced at a
+/// reload under gdb: the master's allocation of that upstream's counters
+/// (`ngx_slab_calloc` of more than the upstream zone's own 8 bytes)
+/// returns NULL, as in a full zone. The reload goes on; nginx says so at
+/// `warn`, once, naming the upstream and what frees room; the new
+/// upstream's race is still rescued, though not counted (no status
+/// object); the upstream that had counters keeps counting; nothing
+/// crashes, nothing at `alert`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_full_zone_at_a_reload_still_rescues_and_says_so() {
+    let dns = DnsServer::start().await;
+    dns.set_a(NAME, ADDR_A);
+    let backend = Backend::start().await;
+    let config = |newcomer: bool| {
+        let (upstream, location) = if newcomer {
+            (
+                format!(
+                    "upstream newcomer {{ zone newcomer 128k; resolver {} valid=1s ipv6=off; \
+                     server app.test:{} resolve; keepalive 16; \
+                     generation_retry_resnapshot on; }}",
+                    dns.addr(),
+                    backend.port()
+                ),
+                format!("location /new/ {{ proxy_pass http://newcomer; {KEEPALIVE_LOCATION} }}"),
+            )
+        } else {
+            (String::new(), String::new())
+        };
+        Config::new(Flavor::with_module(), FULL_TEMPLATE)
+            .var("DNS", dns.addr())
+            .var("BPORT", backend.port())
+            .var("KEEPALIVE", KEEPALIVE_LOCATION)
+            .var("NEWCOMER", upstream)
+            .var("NEW_LOCATION", location)
+    };
+    let nginx = Nginx::start(&config(false));
+    let ready = Client::new(nginx.url(""));
+    let deadline = Instant::now() + patience(Duration::from_secs(10));
+    for k in 0.. {
+        if ready.get(&format!("/be/ready/{k}")).await.status() == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", nginx.error_log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(ready);
+
+    // The reload, with the master's allocation of newcomer's counters
+    // failing.
+    let bp = Breakpoint::attach(nginx.pid(), "ngx_slab_calloc if size > 64", 0)
+        .await
+        .unwrap();
+    let gdb = tokio::spawn(async move {
+        let stopped = bp.hit(patience(Duration::from_secs(20))).await?;
+        stopped.release_returning(0).await
+    });
+    nginx.reconfigure(&config(true));
+    gdb.await.unwrap().unwrap();
+
+    let full = log::zone_full("generation_retry", 0, 0, Protocol::Http, "newcomer");
+    let said = full
+        .split("; ")
+        .nth(1)
+        .expect("the full-zone line's wording")
+        .to_owned();
+    let log = nginx.error_log();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(&said)).collect();
+    assert_eq!(lines.len(), 1, "{said:?} once:\n{log}");
+    assert!(lines[0].contains("[warn]"), "{}", lines[0]);
+
+    let r = race_through(&nginx, &backend, &dns, "/new/", (ADDR_A, ADDR_B)).await;
+    assert_eq!(
+        (r.status(), r.body.as_str()),
+        (200, &*format!("{ADDR_B}\n"))
+    );
+    let log = nginx.error_log();
+    assert!(
+        log.contains(&log::rescued_marker(Protocol::Http, "newcomer")),
+        "newcomer's race was not rescued:\n{log}"
+    );
+    let r = race_through(&nginx, &backend, &dns, "/be/", (ADDR_B, ADDR_A)).await;
+    assert_eq!(
+        (r.status(), r.body.as_str()),
+        (200, &*format!("{ADDR_A}\n"))
+    );
+
+    let client = Client::new(nginx.url(""));
+    let page = client.get("/status?format=json").await;
+    let v: serde_json::Value = serde_json::from_str(&page.body).unwrap();
+    let names: Vec<&str> = v["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["upstream"].as_str())
+        .collect();
+    assert_eq!(names, [UPSTREAM], "{}", page.body);
+    let be = &v["upstreams"][0];
+    assert_eq!(be.count(Counter::Rescued), 1, "{be}");
+    assert_eq!(be.count(Counter::Failed), 0, "{be}");
+    drop(client);
+    nginx.finish();
+}

@@ -388,7 +388,10 @@ fn rules_pass_promtool_and_their_unit_tests() {
     // silent cases must fail), each failure naming the alert.
     let mut missed = Vec::new();
     for name in &names {
-        for (how, expr) in [("never fires", "absent(vector(1))"), ("always fires", "vector(1)")] {
+        for (how, expr) in [
+            ("never fires", "absent(vector(1))"),
+            ("always fires", "vector(1)"),
+        ] {
             fs::write(dir.join("alerts.yml"), with_expr(&text, name, expr)).unwrap();
             let said = promtool(&["test", "rules", &path(&dir.join("alerts.test.yml"))], "");
             if said.ok || !format!("{}{}", said.stdout, said.stderr).contains(name.as_str()) {
@@ -397,7 +400,11 @@ fn rules_pass_promtool_and_their_unit_tests() {
         }
     }
     let _ = fs::remove_dir_all(&dir);
-    assert!(missed.is_empty(), "the unit tests missed broken alerts:\n{}", missed.join("\n"));
+    assert!(
+        missed.is_empty(),
+        "the unit tests missed broken alerts:\n{}",
+        missed.join("\n")
+    );
 }
 
 /// alerts.yml with alert `name`'s `expr:` (its line and the block under

@@ -367,3 +367,92 @@ async fn renamed_upstreams_are_freed_and_staying_ones_keep_counting() {
     assert!(upstream(&s, "http", "stays").count(Counter::NoLiveUnavailable) >= 2);
     nginx.finish();
 }
+
+/// A reload that fails after the zone was set up: the new configuration
+/// adds upstream `ghost` and a `listen` on a port this test holds, so
+/// nginx sets up the shared zones (the module takes `ghost`'s counters for
+/// configuration 2) and then fails to bind, at `emerg`, keeping the
+/// running configuration. That configuration keeps counting; `ghost`,
+/// which no worker ever ran, has no status object, and its counters are
+/// freed by the third successful reload after it, as any configuration's
+/// (the two before a new one are kept whatever the workers say).
+///
+/// The one test whose log is expected to hold an `[emerg]`: the bind, and
+/// nginx's `still could not bind()`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_reload_leaves_counting_alone_and_its_counters_are_freed_later() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = held.local_addr().unwrap().port();
+    let http = |ghost: bool| {
+        let mut h = refusing("stays");
+        let mut locations = vec![("/stays", "stays")];
+        if ghost {
+            h.push_str(&refusing("ghost"));
+            locations.push(("/ghost", "ghost"));
+        }
+        h.push_str(&server(&locations));
+        if ghost {
+            h.push_str(&format!(
+                "\n    server {{ listen 127.0.0.1:{taken}; location / {{ return 204; }} }}"
+            ));
+        }
+        h
+    };
+    let nginx = Nginx::start(&Config::new(Flavor::with_module(), http(false)));
+    let client = Client::new(nginx.url(""));
+    make_unavailable(&client, "/stays").await;
+    let s = status(&client).await;
+    assert_eq!(
+        upstream(&s, "http", "stays").count(Counter::NoLiveUnavailable),
+        1
+    );
+
+    // The failing reload.
+    let bind = format!("bind() to 127.0.0.1:{taken} failed");
+    nginx.reconfigure_failing(&Config::new(Flavor::with_module(), http(true)), &bind);
+    let usage = zone_usage(&nginx.error_log());
+    assert_eq!(
+        usage.iter().map(|u| u.1).collect::<Vec<_>>(),
+        [1, 2],
+        "the failed reload's setup took ghost's counters: {usage:?}"
+    );
+
+    // The running configuration keeps counting, and shows no ghost.
+    assert_eq!(client.get("/stays").await.status(), 502);
+    let s = status(&client).await;
+    assert_eq!(
+        upstream(&s, "http", "stays").count(Counter::NoLiveUnavailable),
+        2
+    );
+    assert!(
+        !s["upstreams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["upstream"] == "ghost"),
+        "{s}"
+    );
+    drop(client);
+
+    // Three good reloads: the third frees ghost's counters.
+    for _ in 0..3 {
+        nginx.reconfigure(&Config::new(Flavor::with_module(), http(false)));
+    }
+    let usage = zone_usage(&nginx.error_log());
+    assert_eq!(
+        usage.iter().map(|u| u.1).collect::<Vec<_>>(),
+        [1, 2, 2, 2, 1],
+        "ghost's counters kept while a configuration that may have them is in the window, \
+         then freed: {usage:?}"
+    );
+    let client = Client::new(nginx.url(""));
+    let s = status(&client).await;
+    assert_eq!(
+        upstream(&s, "http", "stays").count(Counter::NoLiveUnavailable),
+        2
+    );
+    drop(client);
+    drop(held);
+    // nginx tries the bind five times, then says it gave up.
+    nginx.finish_expecting(&[&bind, "still could not bind()"]);
+}

@@ -100,6 +100,14 @@ const OBSERVES: (&str, &str) = (
 );
 const STREAM_RESCUES: (&str, &str) = ("stream", "module_on_rescues_the_stream_race_and_counts_it");
 const TRIES: (&str, &str) = ("module_behaviour", "resnapshot_keeps_next_upstream_tries");
+const KILLED_WORKER: (&str, &str) = (
+    "mid_selection",
+    "a_worker_killed_inside_a_rescue_is_replaced_and_counting_goes_on",
+);
+const FULL_ZONE: (&str, &str) = (
+    "mid_selection",
+    "a_full_zone_at_a_reload_still_rescues_and_says_so",
+);
 const OLD_WORKER: (&str, &str) = (
     "zone",
     "an_old_worker_still_running_keeps_its_upstreams_counters",
@@ -293,6 +301,25 @@ pub const MUTANTS: &[Mutant] = &[
         find: "    unsafe { worker_started(cycle) };\n",
         replace: "    let _ = cycle;\n",
         tests: &[OLD_WORKER],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "dead-workers-alive",
+        file: SHM,
+        find:
+            "    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(ESRCH as i32)\n",
+        replace: "    let _ = rc;\n    true\n",
+        tests: &[KILLED_WORKER],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "full-zone-unwrapped",
+        file: PEER,
+        find: "    if let Some(slot) = conf.slot() {\n",
+        replace: "    if let Some(slot) = Some(conf.slot().expect(\"counters\")) {\n",
+        tests: &[FULL_ZONE],
         core: false,
         whole_suite: false,
     },
