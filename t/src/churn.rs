@@ -181,13 +181,13 @@ impl Outcome {
 }
 
 /// The name of upstream `k`, which the DNS moves.
-fn name(k: usize) -> String {
+pub(crate) fn name(k: usize) -> String {
     format!("c{k}.churn.test")
 }
 
 /// The `http {}` inside: one upstream and one location per name, all
 /// through one resolver.
-fn http_config(v: Variant, o: &Options, dns: &DnsServer, backend: &Backend) -> String {
+pub(crate) fn http_config(v: Variant, o: &Options, dns: &DnsServer, backend: &Backend) -> String {
     let mut http = format!(
         "    resolver {} valid={}s ipv6=off;\n    resolver_timeout 3s;\n",
         dns.addr(),
@@ -217,7 +217,7 @@ fn http_config(v: Variant, o: &Options, dns: &DnsServer, backend: &Backend) -> S
 }
 
 /// Every upstream answers (each name resolved), bounded.
-async fn wait_ready(client: &Client, upstreams: usize) {
+pub(crate) async fn wait_ready(client: &Client, upstreams: usize) {
     let deadline = Instant::now() + Duration::from_secs(30);
     for k in 0..upstreams {
         let mut i = 0;
@@ -234,7 +234,7 @@ async fn wait_ready(client: &Client, upstreams: usize) {
 
 /// The module's counters summed over every http upstream (`None` without
 /// the module or when the status page cannot be read).
-async fn counters(client: &Client) -> Option<[u64; 3]> {
+pub(crate) async fn counters(client: &Client) -> Option<[u64; 3]> {
     let r = client.get("/status?format=json").await;
     if r.status() != 200 {
         return None;

@@ -23,6 +23,7 @@ pub mod prometheus;
 pub mod rng;
 pub mod scenario;
 pub mod shared;
+pub mod soak;
 pub mod stream;
 
 /// How many times a test repeats its scripted race: `default`, unless

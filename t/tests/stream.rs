@@ -282,17 +282,21 @@ async fn primary_tried_before_the_change(flavor: Flavor) {
     lab.finish();
 }
 
-/// Handing a tried peer back must not revive it. Two dead primaries
-/// (`fail_timeout=1s`) and the backup name: the session fails at the first
-/// (closed), hangs at the second while the name moves, and more than
-/// `fail_timeout` after the first failure the second is closed too. The
-/// retry re-snapshots; round-robin picks the first primary again for a
-/// check after `fail_timeout` (marking it checked now); it was tried, so it
-/// is handed back. Handed back as unused (`free` with 0) round-robin would
-/// take the check as passed and clear its failures: the next session would
-/// go to the dead primary first. Handed back as failed, as the session's
-/// own attempt there failed, it stays out: the next session goes straight
-/// to the backup. For the module; the `patched_` twin for the patched nginx.
+/// Handing a tried peer back must not revive it, shown on nginx's own
+/// terms with no clock: a dead primary (a refused port) with `weight=100
+/// max_fails=2`, the black-hole primary (`max_fails=0`) and the backup
+/// name. The session is refused at the dead primary (1 failure of 2: still
+/// selectable), hangs at the black hole while the name moves, and is
+/// refused there too. Its retry re-snapshots, and the fresh state offers
+/// the dead primary again (its weight dominates); it was tried, so it is
+/// handed back, as failed, since the session's attempt there failed: that
+/// is its second failure, and round-robin's `free` says so in its
+/// `upstream server temporarily disabled` line (the black hole has
+/// `max_fails=0`: the line is the dead primary's alone). Handed back as
+/// unused, nothing would be said and the next session would try it first.
+/// The session reaches the backup at its new address; the next one never
+/// tries the dead primary. For the module; the `patched_` twin for the
+/// patched nginx.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_primary_handed_back_stays_dead() {
     dead_primary_handed_back(Flavor::with_module()).await;
@@ -306,15 +310,13 @@ async fn patched_nginx_keeps_a_handed_back_dead_primary_dead() {
 
 async fn dead_primary_handed_back(flavor: Flavor) {
     let module = flavor.module.is_some();
-    // The first server of the list: a fresh round-robin state with equal
-    // weights picks it first.
-    let mut first = BlackHole::start().await;
+    let mut dead = BlackHole::start().await;
+    let dead_port = dead.port();
+    // Refused from the start.
+    dead.close();
     let mut spec = StreamSpec::new(flavor, 1);
-    spec.pre = format!(
-        "server {HOLE}:{} max_conns=1 fail_timeout=1s;",
-        first.port()
-    );
-    spec.primary = "fail_timeout=1s".into();
+    spec.pre = format!("server {HOLE}:{dead_port} weight=100 max_fails=2 fail_timeout=30s;");
+    spec.primary = "max_fails=0".into();
     spec.peers = 3;
     if module {
         spec.top = "generation_retry_resnapshot on;".into();
@@ -322,10 +324,19 @@ async fn dead_primary_handed_back(flavor: Flavor) {
     let mut lab = StreamLab::start(spec).await;
     let addr = lab.addr(0);
     let session = Session::open(addr, b"first".to_vec()).await;
-    // The session hangs at `first`; closed, it is refused there and
-    // moves on to the second primary, where it hangs.
-    let failed_first = Instant::now();
-    first.close();
+    // Refused at the dead primary (said in the log before the retry, in
+    // the same handler), the session hangs at the black hole.
+    let refused = format!("upstream: \"{HOLE}:{dead_port}\"");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !lab
+        .nginx
+        .error_log()
+        .lines()
+        .any(|l| l.contains("refused") && l.contains(&refused))
+    {
+        assert!(Instant::now() < deadline, "{}", lab.nginx.error_log());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let since = Instant::now();
     lab.dns.set_a(NAME, NEW);
     lab.dns
@@ -334,32 +345,38 @@ async fn dead_primary_handed_back(flavor: Flavor) {
         .unwrap();
     // A round trip through the worker: it has applied the answer.
     lab.http.get("/applied").await;
-    // `first` becomes due for a check once its fail_timeout has passed
-    // in nginx's whole seconds (`now - checked > 1`): 2 s and a margin.
-    tokio::time::sleep_until((failed_first + Duration::from_millis(2200)).into()).await;
     lab.hole.close();
     let reply = session.reply(Duration::from_secs(10)).await.unwrap();
+    let log = lab.nginx.error_log();
     assert_eq!(
         reply.split(),
         Some((NEW, &b"first"[..])),
-        "the session was not rescued to the backup: {reply:?}\n{}",
-        lab.nginx.error_log()
+        "the session was not rescued to the backup: {reply:?}\n{log}"
+    );
+    let disabled = log
+        .lines()
+        .filter(|l| l.contains("upstream server temporarily disabled"))
+        .count();
+    assert_eq!(
+        disabled, 1,
+        "the dead primary was not handed back as failed:\n{log}"
     );
 
     let next = Session::open(addr, b"next".to_vec()).await;
     let reply = next.reply(Duration::from_secs(10)).await.unwrap();
     let entry = lab.stream_entry(addr.port(), reply.port).await;
-    assert_eq!(
-        entry.upstream_addr,
-        format!("{NEW}:{}", lab.backend.port()),
-        "the next session went to a dead primary first: {entry:?}\n{}",
+    assert!(
+        !entry.upstream_addr.contains(&format!("{HOLE}:{dead_port}")),
+        "the next session tried the dead primary: {entry:?}\n{}",
         lab.nginx.error_log()
     );
     if module {
         let s = lab.status("stream", "be0").await;
+        // Both primaries were tried and both are offered again by the
+        // fresh state before its backup: both handed back.
         assert_eq!(
             (s.count(Counter::Rescued), s.count(Counter::Excluded)),
-            (1, 1),
+            (1, 2),
             "{s}"
         );
     }

@@ -77,6 +77,7 @@ fn main() -> ExitCode {
         "external" => external(rest),
         "lab" => harness_bin("lab", rest),
         "bench" => harness_bin("bench", rest),
+        "soak" => harness_bin("soak", rest),
         "valgrind" => valgrind::valgrind(rest),
         "mutants" => mutants::command(rest),
         "fuzz" => fuzz(rest),
@@ -139,6 +140,10 @@ bench        build, then stock vs module on vs module off: throughput and latenc
              ratios, and the cost of a rescue; --nginx, --nginx-source as lab;
              `--churn` instead: 40 and 1,000 upstreams with moving names, stock
              vs module on vs patched (`cargo xtask bench --help` for options)
+soak         build, then ten minutes of 40 moving names under load with reloads every
+             2 s, one USR2 upgrade and one worker killed: 0 generation 502s, memory
+             flat after the warm-up, counters equal to the access log (not in CI);
+             --nginx VERSION, --seconds N, --upstreams N
 valgrind     build, then the race scenarios (every balancer row) and a short lab
              with nginx under valgrind memcheck; `--ci` for nginx-test's subset
 check        cargo fmt --all --check, then cargo clippy --workspace --all-targets

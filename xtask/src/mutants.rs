@@ -84,6 +84,9 @@ const INNER: &str = "module/src/peer/inner.rs";
 const LEAN: &str = "module/src/peer/lean.rs";
 const RESCUE: &str = "module/core/src/rescue.rs";
 const SHM: &str = "module/src/shm.rs";
+const METRICS: &str = "module/core/src/metrics.rs";
+const CORE_ZONE: &str = "module/core/src/zone.rs";
+const STATUS: &str = "module/src/status.rs";
 const HTTP_PATCH: &str =
     "nginx-src-patches/1.28.0/0001-Upstream-select-again-when-the-peer-list-changed.patch";
 const STREAM_PATCH: &str =
@@ -130,6 +133,31 @@ const STREAM_HISTORY: (&str, &str) = (
     "stream",
     "a_primary_tried_before_the_change_is_not_tried_again",
 );
+const ODD_NAMES: (&str, &str) = (
+    "prometheus",
+    "promtool_accepts_the_exposition_of_many_upstreams_with_odd_names",
+);
+const STATUS_PAGE: (&str, &str) = (
+    "module_behaviour",
+    "status_endpoint_formats_methods_and_access",
+);
+const NAMES_MATCHED: (&str, &str) = (
+    "zone",
+    "names_are_matched_in_full_and_as_nginx_compares_them",
+);
+const FAILED_RELOAD: (&str, &str) = (
+    "zone",
+    "a_failed_reload_leaves_counting_alone_and_its_counters_are_freed_later",
+);
+const EMPTY_CAUSE: (&str, &str) = (
+    "module_behaviour",
+    "empty_list_is_counted_as_empty_and_left_alone",
+);
+const UNAVAILABLE_CAUSE: (&str, &str) = (
+    "module_behaviour",
+    "unusable_peers_are_counted_as_unavailable",
+);
+const SINGLE_PEER: (&str, &str) = ("history", "a_single_peer_is_retried_and_counted");
 const ONTO_EMPTY: (&str, &str) = (
     "module_behaviour",
     "a_resnapshot_onto_an_empty_list_fails_as_empty",
@@ -514,6 +542,100 @@ pub const MUTANTS: &[Mutant] = &[
         replace: "+        (void) ngx_stream_proxy_get_untried_peer;\n",
         tests: &[PATCHED_STREAM_HISTORY],
         core: false,
+        whole_suite: false,
+    },
+    // The gaps issue 28 listed: status escaping, HEAD, 405 and JSON; zone
+    // name matching and the two-configuration window; the choice of a
+    // `no_live` cause; the single peer passed on; `off` never
+    // re-snapshotting.
+    Mutant {
+        name: "label-newline-raw",
+        file: METRICS,
+        find: "            '\\n' => out.push_str(\"\\\\n\"),\n            c => out.push(c),\n",
+        replace: "            c => out.push(c),\n",
+        tests: &[ODD_NAMES],
+        core: true,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "json-controls-raw",
+        file: METRICS,
+        find: "            c if (c as u32) < 0x20 => {\n",
+        replace: "            c if (c as u32) < 0x0a => {\n",
+        tests: &[ODD_NAMES],
+        core: true,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "format-prefix",
+        file: METRICS,
+        find: ".any(|arg| arg == b\"format=json\")",
+        replace: ".any(|arg| arg.starts_with(b\"format=\"))",
+        tests: &[STATUS_PAGE],
+        core: true,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "head-with-body",
+        file: STATUS,
+        find: "    let head = r.method == NGX_HTTP_HEAD as ngx_uint_t",
+        replace: "    let head = r.method == 0",
+        tests: &[STATUS_PAGE],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "any-method",
+        file: STATUS,
+        find: "    if r.method & (NGX_HTTP_GET | NGX_HTTP_HEAD) as ngx_uint_t == 0 {\n",
+        replace: "    if r.method & 0 != 0 {\n",
+        tests: &[STATUS_PAGE],
+        core: false,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "names-case-sensitive",
+        file: CORE_ZONE,
+        find: "    name.to_ascii_lowercase()\n",
+        replace: "    name.to_vec()\n",
+        tests: &[NAMES_MATCHED],
+        core: true,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "window-of-one",
+        file: CORE_ZONE,
+        find: "    let keep_from = new.saturating_sub(2);\n",
+        replace: "    let keep_from = new.saturating_sub(1);\n",
+        tests: &[FAILED_RELOAD],
+        core: true,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "cause-swapped",
+        file: METRICS,
+        find: "        if primary == 0 && backup == 0 {\n",
+        replace: "        if primary != 0 || backup != 0 {\n",
+        tests: &[EMPTY_CAUSE, UNAVAILABLE_CAUSE],
+        core: true,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "single-peer-excluded",
+        file: RESCUE,
+        find: "    if (primary, backup) == (1, 0) {\n",
+        replace: "    if (primary, backup) == (1, 0) && false {\n",
+        tests: &[SINGLE_PEER],
+        core: true,
+        whole_suite: false,
+    },
+    Mutant {
+        name: "off-resnapshots",
+        file: RESCUE,
+        find: "        if !setting.enabled {\n",
+        replace: "        if false && !setting.enabled {\n",
+        tests: &[OBSERVES],
+        core: true,
         whole_suite: false,
     },
     Mutant {
