@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use generation_retry_t::backend::{Backend, ADDR_A};
 use generation_retry_t::load::Client;
-use generation_retry_t::metrics::{Counter, StatusExt};
+use generation_retry_t::metrics::{log, Counter, StatusExt};
 use generation_retry_t::nginx::{free_port, Config, Flavor, Nginx};
 use generation_retry_t::shared::KEEPALIVE_LOCATION;
 
@@ -455,4 +455,129 @@ async fn a_failed_reload_leaves_counting_alone_and_its_counters_are_freed_later(
     drop(held);
     // nginx tries the bind five times, then says it gave up.
     nginx.finish_expecting(&[&bind, "still could not bind()"]);
+}
+
+/// The module's worker table in the master's zone, found by its header's
+/// magic (`genretr2`, module/src/shm.rs) in the 32 MiB mapping and written
+/// through `/proc/PID/mem`: shared memory, so every nginx process sees the
+/// write. The header is `magic, epoch, head, slots`, then 1,024 entries of
+/// `pid: i64, epoch: u64`.
+struct WorkerTable {
+    mem: std::path::PathBuf,
+    at: u64,
+}
+
+impl WorkerTable {
+    const ENTRIES: usize = 1024;
+
+    fn find(pid: libc::pid_t) -> WorkerTable {
+        use std::io::{Read, Seek, SeekFrom};
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+        let (start, end) = maps
+            .lines()
+            .filter_map(|l| {
+                let (s, e) = l.split_whitespace().next()?.split_once('-')?;
+                Some((
+                    u64::from_str_radix(s, 16).ok()?,
+                    u64::from_str_radix(e, 16).ok()?,
+                ))
+            })
+            .find(|(s, e)| e - s == 32 << 20)
+            .expect("no 32 MiB mapping in the master");
+        let mem = std::path::PathBuf::from(format!("/proc/{pid}/mem"));
+        let mut f = std::fs::File::open(&mem).expect("open mem");
+        f.seek(SeekFrom::Start(start)).unwrap();
+        let mut zone = vec![0u8; (end - start) as usize];
+        f.read_exact(&mut zone).expect("read the zone");
+        let magic = u64::from_le_bytes(*b"2rterneg");
+        let found: Vec<usize> = (0..zone.len() / 8)
+            .map(|i| i * 8)
+            .filter(|&o| u64::from_le_bytes(zone[o..o + 8].try_into().unwrap()) == magic)
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "the module's zone header, by its magic: {found:?}"
+        );
+        WorkerTable {
+            mem,
+            at: start + found[0] as u64 + 32,
+        }
+    }
+
+    /// Every entry set to `pid` at configuration `epoch`.
+    fn fill(&self, pid: i64, epoch: u64) {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.mem)
+            .expect("open mem for writing");
+        f.seek(SeekFrom::Start(self.at)).unwrap();
+        let entry = [pid.to_le_bytes(), epoch.to_le_bytes()].concat();
+        f.write_all(&entry.repeat(Self::ENTRIES))
+            .expect("write the table");
+    }
+}
+
+/// A full worker table: every entry taken by a live process that is no
+/// child of the master (this test's own pid, written into the zone). The
+/// next worker finds no room; at the next reload the master finds a live
+/// child unrecorded, says so at `warn` with the table's size, and frees
+/// nothing, though `old_only` left the configuration (its counters might
+/// still be counted into by a process it cannot see). Once the table is
+/// cleared, the reload after the unrecorded worker has exited frees them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_worker_table_is_said_and_frees_nothing() {
+    let http = |old: bool| {
+        let mut h = refusing("stays");
+        let mut locations = vec![("/stays", "stays")];
+        if old {
+            h.push_str(&refusing("old_only"));
+            locations.push(("/old", "old_only"));
+        }
+        h + &server(&locations)
+    };
+    let nginx = Nginx::start(&Config::new(Flavor::with_module(), http(true)));
+    let client = Client::new(nginx.url(""));
+    assert_eq!(client.get("/status").await.status(), 200);
+    drop(client);
+    let table = WorkerTable::find(nginx.pid());
+    // A real table before the fill: nginx's worker recorded itself.
+    table.fill(i64::from(std::process::id() as i32), 0);
+    for _ in 0..3 {
+        nginx.reconfigure(&Config::new(Flavor::with_module(), http(false)));
+    }
+    let log = nginx.error_log();
+    let full = log::zone_workers_unknown("generation_retry", 1, 1024);
+    let said: Vec<&str> = log.lines().filter(|l| l.contains(&full)).collect();
+    assert!(
+        !said.is_empty() && said.iter().all(|l| l.contains("[warn]")),
+        "the full table said at warn: {said:#?}\n{log}"
+    );
+    let freed = |log: &str| -> Vec<usize> {
+        log.lines()
+            .filter_map(|l| {
+                l.split(" upstreams, ")
+                    .nth(1)?
+                    .strip_suffix(" freed")?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    };
+    assert!(
+        freed(&log).iter().all(|&f| f == 0),
+        "freed with the table full: {:?}",
+        freed(&log)
+    );
+
+    table.fill(0, 0);
+    // The running worker started while the table was full: unrecorded
+    // until it exits at this reload; the one after frees old_only.
+    for _ in 0..2 {
+        nginx.reconfigure(&Config::new(Flavor::with_module(), http(false)));
+    }
+    let log = nginx.error_log();
+    assert_eq!(freed(&log).last(), Some(&1), "{:?}", freed(&log));
+    nginx.finish();
 }

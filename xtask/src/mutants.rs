@@ -52,606 +52,11 @@ use crate::test_wrap;
 use crate::tree::{copy_if_changed, files};
 use crate::workspace::{cargo, root, target_dir, Result};
 
-/// One deliberate fault: `find`, which must occur exactly once in `file`,
-/// replaced by `replace`.
-pub struct Mutant {
-    pub name: &'static str,
-    /// Relative to the workspace root.
-    pub file: &'static str,
-    pub find: &'static str,
-    pub replace: &'static str,
-    /// The tests that should catch it: (test binary of `t/tests`, the
-    /// test's exact name).
-    pub tests: &'static [(&'static str, &'static str)],
-    /// Also run `generation-retry-core`'s unit tests (a mutant of core).
-    pub core: bool,
-    /// Run every test binary, and judge by [`guards`] (the do-nothing
-    /// module).
-    pub whole_suite: bool,
-}
+mod catalogue;
 
-impl Mutant {
-    /// A mutant of a core patch: the patched nginx is rebuilt, not the
-    /// module.
-    fn is_patch(&self) -> bool {
-        self.file.starts_with("nginx-src-patches/")
-    }
-}
-
-const PEER: &str = "module/src/peer.rs";
-const LIVE: &str = "module/src/peer/live.rs";
-const INNER: &str = "module/src/peer/inner.rs";
-const LEAN: &str = "module/src/peer/lean.rs";
-const RESCUE: &str = "module/core/src/rescue.rs";
-const SHM: &str = "module/src/shm.rs";
-const METRICS: &str = "module/core/src/metrics.rs";
-const CORE_ZONE: &str = "module/core/src/zone.rs";
-const STATUS: &str = "module/src/status.rs";
-const HTTP_PATCH: &str =
-    "nginx-src-patches/1.28.0/0001-Upstream-select-again-when-the-peer-list-changed.patch";
-const STREAM_PATCH: &str =
-    "nginx-src-patches/1.28.0/0002-Stream-select-again-when-the-peer-list-changed.patch";
-const HTTP_HISTORY_PATCH: &str =
-    "nginx-src-patches/1.28.0/0003-Upstream-peers-tried-before-a-re-snapshot-stay-exclu.patch";
-const STREAM_HISTORY_PATCH: &str =
-    "nginx-src-patches/1.28.0/0004-Stream-peers-tried-before-a-re-snapshot-stay-exclude.patch";
-
-const RESCUES: (&str, &str) = ("module_race", "module_on_rescues_the_race");
-const OBSERVES: (&str, &str) = (
-    "module_race",
-    "module_off_observes_without_changing_the_outcome",
-);
-const STREAM_RESCUES: (&str, &str) = ("stream", "module_on_rescues_the_stream_race_and_counts_it");
-const TRIES: (&str, &str) = ("module_behaviour", "resnapshot_keeps_next_upstream_tries");
-const KILLED_WORKER: (&str, &str) = (
-    "mid_selection",
-    "a_worker_killed_inside_a_rescue_is_replaced_and_counting_goes_on",
-);
-const FULL_ZONE: (&str, &str) = (
-    "mid_selection",
-    "a_full_zone_at_a_reload_still_rescues_and_says_so",
-);
-const OLD_WORKER: (&str, &str) = (
-    "zone",
-    "an_old_worker_still_running_keeps_its_upstreams_counters",
-);
-const DEAD_STAYS_DEAD: (&str, &str) = ("stream", "a_dead_primary_handed_back_stays_dead");
-const PATCHED_DEAD_STAYS_DEAD: (&str, &str) = (
-    "stream",
-    "patched_nginx_keeps_a_handed_back_dead_primary_dead",
-);
-const HTTP_DEAD_STAYS_DEAD: (&str, &str) = ("history", "a_dead_primary_handed_back_stays_dead");
-const HTTP_PATCHED_DEAD_STAYS_DEAD: (&str, &str) = (
-    "history",
-    "patched_nginx_keeps_a_handed_back_dead_primary_dead",
-);
-const PATCHED_STREAM_HISTORY: (&str, &str) = (
-    "stream",
-    "patched_nginx_does_not_try_a_primary_tried_before_the_change",
-);
-const STREAM_HISTORY: (&str, &str) = (
-    "stream",
-    "a_primary_tried_before_the_change_is_not_tried_again",
-);
-const ODD_NAMES: (&str, &str) = (
-    "prometheus",
-    "promtool_accepts_the_exposition_of_many_upstreams_with_odd_names",
-);
-const STATUS_PAGE: (&str, &str) = (
-    "module_behaviour",
-    "status_endpoint_formats_methods_and_access",
-);
-const NAMES_MATCHED: (&str, &str) = (
-    "zone",
-    "names_are_matched_in_full_and_as_nginx_compares_them",
-);
-const FAILED_RELOAD: (&str, &str) = (
-    "zone",
-    "a_failed_reload_leaves_counting_alone_and_its_counters_are_freed_later",
-);
-const EMPTY_CAUSE: (&str, &str) = (
-    "module_behaviour",
-    "empty_list_is_counted_as_empty_and_left_alone",
-);
-const UNAVAILABLE_CAUSE: (&str, &str) = (
-    "module_behaviour",
-    "unusable_peers_are_counted_as_unavailable",
-);
-const SINGLE_PEER: (&str, &str) = ("history", "a_single_peer_is_retried_and_counted");
-const ONTO_EMPTY: (&str, &str) = (
-    "module_behaviour",
-    "a_resnapshot_onto_an_empty_list_fails_as_empty",
-);
-
-/// The slot site of `get_peer`'s settling, where each counter of the rule's
-/// tally is added to the upstream's shared slot.
-const SLOT_ADD: &str = "            slot.add(counter, n);\n";
-
-/// A mutant that leaves `Counter::$counter` out of the shared slot.
-macro_rules! not_counted {
-    ($name:literal, $counter:literal, $tests:expr) => {
-        Mutant {
-            name: $name,
-            file: PEER,
-            find: SLOT_ADD,
-            replace: concat!(
-                "            if counter != generation_retry_core::metrics::Counter::",
-                $counter,
-                " {\n                slot.add(counter, n);\n            }\n"
-            ),
-            tests: $tests,
-            core: false,
-            whole_suite: false,
-        }
-    };
-}
-
-/// A patch mutant: the generation comparison never sees a change, so the
-/// patched nginx never re-snapshots (at either of its two call sites).
-const PATCH_RECHECK: &str = "+    if (generation == u->generation) {\n";
-const PATCH_NO_RECHECK: &str = "+    if (1 || generation == u->generation) {\n";
-
-/// Every mutant, in the order they run.
-pub const MUTANTS: &[Mutant] = &[
-    Mutant {
-        name: "data-not-cleared",
-        file: LIVE,
-        find: "        unsafe { (*self.pc).data = ptr::null_mut() };\n",
-        replace: "        let _ = ptr::null_mut::<u8>(); // pc->data left as it was\n",
-        tests: &[RESCUES, ("balancers", "round_robin"), STREAM_RESCUES],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "tries-not-restored",
-        file: RESCUE,
-        find: "            b.set_tries(tries);\n",
-        replace: "",
-        tests: &[TRIES],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "tries-restored-before-reinit",
-        file: RESCUE,
-        find: concat!(
-            "            let fresh = b.reinit();\n",
-            "            // peer.init sets tries to the list's size, which would undo the\n",
-            "            // proxy_next_upstream_tries clamp: keep what the request had.\n",
-            "            b.set_tries(tries);\n",
-        ),
-        replace: "            b.set_tries(tries);\n            let fresh = b.reinit();\n",
-        tests: &[TRIES],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "set-session-not-forwarded",
-        file: INNER,
-        find: "    match inner.set_session {\n",
-        replace: "    match inner.set_session.filter(|_| false) {\n",
-        tests: &[(
-            "https",
-            "tls_sessions_are_saved_and_resumed_through_the_wrapper_after_a_rescue",
-        )],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "save-session-not-forwarded",
-        file: INNER,
-        find: "    if let Some(f) = inner.save_session {\n",
-        replace: "    if let Some(f) = inner.save_session.filter(|_| false) {\n",
-        tests: &[(
-            "https",
-            "tls_sessions_are_saved_and_resumed_through_the_wrapper_after_a_rescue",
-        )],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "notify-not-forwarded",
-        file: INNER,
-        find: "    if let Some(notify) = inner.notify {\n",
-        replace: "    if let Some(notify) = inner.notify.filter(|_| false) {\n",
-        tests: &[
-            STREAM_RESCUES,
-            ("stream", "the_connect_notification_reaches_the_balancer"),
-        ],
-        core: false,
-        whole_suite: false,
-    },
-    not_counted!(
-        "busy-first-not-counted",
-        "BusyFirst",
-        &[(
-            "mid_selection",
-            "a_change_at_the_first_selection_is_rescued_and_counted_as_first"
-        )]
-    ),
-    not_counted!("busy-retry-not-counted", "BusyRetry", &[RESCUES, OBSERVES]),
-    not_counted!("resnapshots-not-counted", "Resnapshots", &[RESCUES]),
-    not_counted!(
-        "excluded-not-counted",
-        "Excluded",
-        &[("history", "round_robin"), STREAM_HISTORY]
-    ),
-    not_counted!(
-        "retried-not-counted",
-        "Retried",
-        &[("history", "a_single_peer_is_retried_and_counted")]
-    ),
-    not_counted!(
-        "rescued-not-counted",
-        "Rescued",
-        &[RESCUES, ("balancers", "round_robin")]
-    ),
-    not_counted!("failed-not-counted", "Failed", &[OBSERVES, ONTO_EMPTY]),
-    not_counted!(
-        "no-live-generation-not-counted",
-        "NoLiveGeneration",
-        &[OBSERVES]
-    ),
-    not_counted!(
-        "no-live-unavailable-not-counted",
-        "NoLiveUnavailable",
-        &[(
-            "module_behaviour",
-            "unusable_peers_are_counted_as_unavailable"
-        )]
-    ),
-    not_counted!(
-        "no-live-empty-not-counted",
-        "NoLiveEmpty",
-        &[
-            (
-                "module_behaviour",
-                "empty_list_is_counted_as_empty_and_left_alone"
-            ),
-            ONTO_EMPTY
-        ]
-    ),
-    Mutant {
-        name: "caller-chain-not-restored",
-        file: LIVE,
-        find: "        caller.put_back(pc);\n",
-        replace: "",
-        tests: &[(
-            "module_behaviour",
-            "a_wrapper_outside_ours_sees_every_get_and_free_of_a_rescued_request",
-        )],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "worker-not-recorded",
-        file: SHM,
-        find: "    unsafe { worker_started(cycle) };\n",
-        replace: "    let _ = cycle;\n",
-        tests: &[OLD_WORKER],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "dead-workers-alive",
-        file: SHM,
-        find:
-            "    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(ESRCH as i32)\n",
-        replace: "    let _ = rc;\n    true\n",
-        tests: &[KILLED_WORKER],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "full-zone-unwrapped",
-        file: PEER,
-        find: "    if let Some(slot) = conf.slot() {\n",
-        replace: "    if let Some(slot) = Some(conf.slot().expect(\"counters\")) {\n",
-        tests: &[FULL_ZONE],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "live-workers-ignored",
-        file: SHM,
-        find: "            Ok(oldest) => oldest,\n",
-        replace: "            Ok(_) => None,\n",
-        tests: &[OLD_WORKER],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "phase-swapped",
-        file: RESCUE,
-        find: "        tally.add(if first {\n",
-        replace: "        tally.add(if !first {\n",
-        tests: &[RESCUES, STREAM_RESCUES],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "max-ignored",
-        file: RESCUE,
-        find: "        for _ in 0..setting.max {\n",
-        replace: "        for _ in 0.. {\n",
-        tests: &[
-            RESCUES,
-            (
-                "mid_selection",
-                "max_is_how_many_times_a_moving_list_is_followed",
-            ),
-        ],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "generation-read-after-init",
-        file: PEER,
-        find: concat!(
-            "    let snapshot = generation::<P>(uscf);\n",
-            "    // SAFETY: the live request of this call.\n",
-            "    unsafe { *P::ctx_slot(r) = Word::<PeerData<P>>::lean(snapshot, false) };\n",
-            "    // SAFETY: the original peer.init with the arguments nginx gave us. No\n",
-            "    // reference into the request is alive across the call, which writes it.\n",
-            "    let rc = unsafe { original(r, us) };\n",
-        ),
-        replace: concat!(
-            "    // SAFETY: the original peer.init with the arguments nginx gave us.\n",
-            "    let rc = unsafe { original(r, us) };\n",
-            "    let snapshot = generation::<P>(uscf);\n",
-            "    // SAFETY: the live request of this call.\n",
-            "    unsafe { *P::ctx_slot(r) = Word::<PeerData<P>>::lean(snapshot, false) };\n",
-        ),
-        tests: &[(
-            "mid_selection",
-            "the_generation_is_taken_before_the_balancers_own_snapshot",
-        )],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "http-patch-no-recheck",
-        file: HTTP_PATCH,
-        find: PATCH_RECHECK,
-        replace: PATCH_NO_RECHECK,
-        tests: &[
-            (
-                "patched",
-                "patched_nginx_rescues_the_race_without_the_module",
-            ),
-            ("patched", "module_in_patched_nginx_finds_nothing_to_rescue"),
-            ("balancers", "patched_round_robin"),
-        ],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "stream-patch-no-recheck",
-        file: STREAM_PATCH,
-        find: PATCH_RECHECK,
-        replace: PATCH_NO_RECHECK,
-        tests: &[
-            (
-                "stream",
-                "patched_nginx_rescues_the_stream_race_without_the_module",
-            ),
-            (
-                "stream",
-                "module_in_patched_nginx_counts_nothing_for_stream",
-            ),
-        ],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "history-ignored",
-        file: LIVE,
-        find: "        self.history.holds(unsafe { &*self.pc })\n",
-        replace: "        let _ = unsafe { &*self.pc };\n        false\n",
-        tests: &[
-            ("history", "round_robin"),
-            ("history", "hash"),
-            STREAM_HISTORY,
-        ],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "history-not-recorded",
-        file: INNER,
-        find: "        head.history.record(unsafe { &*pc }, passed_over);\n",
-        replace: "        let _ = (unsafe { &*pc }, passed_over);\n",
-        tests: &[("history", "least_conn"), STREAM_HISTORY],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "lean-history-not-recorded",
-        file: LEAN,
-        find:
-            "        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc, passed_over) },\n",
-        replace: "        Ok((pd, _, _)) => {\n            let _ = (pd, passed_over);\n        }\n",
-        tests: &[("history", "round_robin")],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "lean-takeover-ignored",
-        file: LEAN,
-        find: "    if !ours || pc.data != data {\n",
-        replace: "    if (ours && false) || pc.data != data {\n",
-        tests: &[(
-            "history",
-            "the_module_in_the_patched_nginx_leaves_its_hand_backs_alone",
-        )],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "hand-back-revives",
-        file: LIVE,
-        find: "        self.inner.free(self.pc, state);\n",
-        replace: "        self.inner.free(self.pc, state & 0);\n",
-        tests: &[DEAD_STAYS_DEAD, HTTP_DEAD_STAYS_DEAD],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "hand-back-leaves-sockaddr",
-        file: LIVE,
-        find: "        unsafe { (*self.pc).sockaddr = ptr::null_mut() };\n",
-        replace: "        let _ = unsafe { (*self.pc).sockaddr };\n",
-        tests: &[TRIES],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "stream-patch-hand-back-revives",
-        file: STREAM_HISTORY_PATCH,
-        find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
-        replace: "+        pc->free(pc, data, t->state & 0);\n",
-        tests: &[PATCHED_DEAD_STAYS_DEAD],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "http-patch-hand-back-revives",
-        file: HTTP_HISTORY_PATCH,
-        find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
-        replace: "+        pc->free(pc, data, t->state & 0);\n",
-        tests: &[HTTP_PATCHED_DEAD_STAYS_DEAD],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "http-patch-history-ignored",
-        file: HTTP_HISTORY_PATCH,
-        find: "+        u->peer.get = ngx_http_upstream_get_untried_peer;\n",
-        replace: "+        (void) ngx_http_upstream_get_untried_peer;\n",
-        tests: &[
-            ("history", "patched_round_robin"),
-            ("history", "patched_ip_hash"),
-        ],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "stream-patch-history-ignored",
-        file: STREAM_HISTORY_PATCH,
-        find: "+        u->peer.get = ngx_stream_proxy_get_untried_peer;\n",
-        replace: "+        (void) ngx_stream_proxy_get_untried_peer;\n",
-        tests: &[PATCHED_STREAM_HISTORY],
-        core: false,
-        whole_suite: false,
-    },
-    // The gaps issue 28 listed: status escaping, HEAD, 405 and JSON; zone
-    // name matching and the two-configuration window; the choice of a
-    // `no_live` cause; the single peer passed on; `off` never
-    // re-snapshotting.
-    Mutant {
-        name: "label-newline-raw",
-        file: METRICS,
-        find: "            '\\n' => out.push_str(\"\\\\n\"),\n            c => out.push(c),\n",
-        replace: "            c => out.push(c),\n",
-        tests: &[ODD_NAMES],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "json-controls-raw",
-        file: METRICS,
-        find: "            c if (c as u32) < 0x20 => {\n",
-        replace: "            c if (c as u32) < 0x0a => {\n",
-        tests: &[ODD_NAMES],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "format-prefix",
-        file: METRICS,
-        find: ".any(|arg| arg == b\"format=json\")",
-        replace: ".any(|arg| arg.starts_with(b\"format=\"))",
-        tests: &[STATUS_PAGE],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "head-with-body",
-        file: STATUS,
-        find: "    let head = r.method == NGX_HTTP_HEAD as ngx_uint_t",
-        replace: "    let head = r.method == 0",
-        tests: &[STATUS_PAGE],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "any-method",
-        file: STATUS,
-        find: "    if r.method & (NGX_HTTP_GET | NGX_HTTP_HEAD) as ngx_uint_t == 0 {\n",
-        replace: "    if r.method & 0 != 0 {\n",
-        tests: &[STATUS_PAGE],
-        core: false,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "names-case-sensitive",
-        file: CORE_ZONE,
-        find: "    name.to_ascii_lowercase()\n",
-        replace: "    name.to_vec()\n",
-        tests: &[NAMES_MATCHED],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "window-of-one",
-        file: CORE_ZONE,
-        find: "    let keep_from = new.saturating_sub(2);\n",
-        replace: "    let keep_from = new.saturating_sub(1);\n",
-        tests: &[FAILED_RELOAD],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "cause-swapped",
-        file: METRICS,
-        find: "        if primary == 0 && backup == 0 {\n",
-        replace: "        if primary != 0 || backup != 0 {\n",
-        tests: &[EMPTY_CAUSE, UNAVAILABLE_CAUSE],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "single-peer-excluded",
-        file: RESCUE,
-        find: "    if (primary, backup) == (1, 0) {\n",
-        replace: "    if (primary, backup) == (1, 0) && false {\n",
-        tests: &[SINGLE_PEER],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "off-resnapshots",
-        file: RESCUE,
-        find: "        if !setting.enabled {\n",
-        replace: "        if false && !setting.enabled {\n",
-        tests: &[OBSERVES],
-        core: true,
-        whole_suite: false,
-    },
-    Mutant {
-        name: "do-nothing",
-        file: PEER,
-        find: "    if rc != Status::NGX_OK.into() {\n        return rc;\n    }\n",
-        replace: concat!(
-            "    if true || rc != Status::NGX_OK.into() {\n",
-            "        return rc; // the wrapper is never installed\n",
-            "    }\n",
-        ),
-        tests: &[],
-        core: false,
-        whole_suite: true,
-    },
-];
+#[cfg(test)]
+use catalogue::SLOT_ADD;
+pub use catalogue::{Mutant, MUTANTS};
 
 /// Test binaries the do-nothing mutant leaves out: `external.rs` tests the
 /// module as other builds of the working tree made it, not this copy's.
@@ -900,12 +305,14 @@ fn run_one(
     let started = Instant::now();
     let path = tree.join(m.file);
     let original = read(&path)?;
-    check_applies(m, &original)?;
+    let span = check_applies(m, &original)?;
     let _restore = Restore {
         path: path.clone(),
         text: original.clone(),
     };
-    write(&path, &original.replacen(m.find, m.replace, 1))?;
+    let mut mutated = original.clone();
+    mutated.replace_range(span, m.replace);
+    write(&path, &mutated)?;
 
     let dir = mutants_dir();
     let log = dir.join("logs").join(format!("{}.log", m.name));
@@ -1015,15 +422,77 @@ impl Drop for Restore {
     }
 }
 
-/// `find` occurs exactly once in `text`.
-fn check_applies(m: &Mutant, text: &str) -> Result {
-    match text.matches(m.find).count() {
-        1 => Ok(()),
-        n => Err(format!(
-            "mutant {}: its text occurs {n} times in {}, not once:\n{}",
-            m.name, m.file, m.find
+/// `find` occurs exactly once in `text` (see [`locate`]): where.
+fn check_applies(m: &Mutant, text: &str) -> Result<std::ops::Range<usize>> {
+    let found = locate(text, m.find);
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => Err(format!(
+            "mutant {}: its text occurs {} times in {}, not once:\n{}",
+            m.name,
+            found.len(),
+            m.file,
+            m.find
         )),
     }
+}
+
+/// Where `find` occurs in `text`, any run of whitespace between its tokens
+/// standing for any other (a line break for a space, a continuation
+/// line's indent); its leading indent, if any, must be the line's whole
+/// indent. The spans run from that indent to its last token's end, plus
+/// the newline `find` ends with.
+fn locate(text: &str, find: &str) -> Vec<std::ops::Range<usize>> {
+    let tokens: Vec<&str> = find.split_whitespace().collect();
+    let Some(first) = tokens.first() else {
+        return Vec::new();
+    };
+    let trailing = find.len() - find.trim_end().len();
+    let mut found = Vec::new();
+    let lead = &find[..find.len() - find.trim_start().len()];
+    for (start, _) in text.match_indices(first) {
+        // `find`'s indent is the line's whole indent in the text: it tells
+        // apart the same statement at two depths (rustfmt only moves an
+        // indent with the code's nesting).
+        if !lead.is_empty() {
+            let before = &text[..start];
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            if !before.ends_with(lead) || line_start + lead.len() != start {
+                continue;
+            }
+        }
+        let mut at = start + first.len();
+        let mut ok = true;
+        for t in &tokens[1..] {
+            let rest = &text[at..];
+            let skipped = rest.len() - rest.trim_start().len();
+            if skipped == 0 || !rest[skipped..].starts_with(t) {
+                ok = false;
+                break;
+            }
+            at += skipped + t.len();
+        }
+        if !ok {
+            continue;
+        }
+        if trailing > 0 {
+            let rest = &text[at..];
+            let ws = rest.len() - rest.trim_start().len();
+            if ws == 0 && !rest.is_empty() {
+                continue;
+            }
+            // As much of the whitespace as `find` has lines: the newline
+            // ending it, not the next line's indent.
+            let newline = rest[..ws].find('\n').map_or(ws, |i| i + 1);
+            at += if find.ends_with('\n') {
+                newline
+            } else {
+                ws.min(trailing)
+            };
+        }
+        found.push(start - lead.len()..at);
+    }
+    found
 }
 
 fn read(path: &Path) -> Result<String> {
@@ -1446,6 +915,24 @@ mod tests {
             check_applies(m, &text).unwrap();
             assert_ne!(m.find, m.replace, "{}", m.name);
         }
+    }
+
+    #[test]
+    fn a_mutant_survives_rustfmt_moving_its_line_breaks() {
+        let find = "    if let Some(slot) = conf.slot() {\n";
+        let text = "fn f() {\n    let x = 1;\n    if let Some(slot) =\n        conf.slot()\n    {\n        go();\n";
+        let spans = locate(text, find);
+        assert_eq!(spans.len(), 1, "{spans:?}");
+        let mut mutated = text.to_string();
+        mutated.replace_range(spans[0].clone(), "    if true {\n");
+        assert_eq!(
+            mutated,
+            "fn f() {\n    let x = 1;\n    if true {\n        go();\n"
+        );
+        // A changed token is no match.
+        assert!(locate("    if let Some(slot) = conf.slots() {\n", find).is_empty());
+        // Twice is found twice (and refused by check_applies).
+        assert_eq!(locate(&format!("{find}{find}"), find).len(), 2);
     }
 
     #[test]
