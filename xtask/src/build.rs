@@ -204,9 +204,15 @@ pub fn module_sources() -> Result<String> {
 /// --features export-modules` in [`module_target_dir`]; returns the shared
 /// object.
 pub fn cargo_build_against(objs: &Path) -> Result<PathBuf> {
-    let target = module_target_dir();
+    cargo_build_against_in(&root(), objs, &module_target_dir())
+}
+
+/// [`cargo_build_against`] of the workspace at `dir` (the mutation
+/// check's copy), in the target directory `target`.
+pub fn cargo_build_against_in(dir: &Path, objs: &Path, target: &Path) -> Result<PathBuf> {
     let started = Instant::now();
     run(cargo()
+        .current_dir(dir)
         .args([
             "build",
             "--release",

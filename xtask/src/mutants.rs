@@ -46,10 +46,11 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::build::{self, CargoOutputs, MODULE_FILE};
+use crate::build::{self, MODULE_FILE};
 use crate::harness::{matrix_env, test_binaries};
 use crate::test_wrap;
 use crate::tree::{copy_if_changed, files};
+use crate::versions::{DEFAULT, FLAGS};
 use crate::workspace::{cargo, root, target_dir, Result};
 
 mod catalogue;
@@ -175,10 +176,8 @@ struct Report {
 
 fn run_all(selected: &[&Mutant]) -> Result {
     let started = Instant::now();
-    let main_install = build::build()?;
     let dir = mutants_dir();
     let tree = dir.join("tree");
-    let target = dir.join("target");
     let logs = dir.join("logs");
     fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
     sync_tree(&tree)?;
@@ -187,69 +186,48 @@ fn run_all(selected: &[&Mutant]) -> Result {
         let text = read(&tree.join(m.file))?;
         check_applies(m, &text)?;
     }
-
-    // The baseline: the unmutated copy, and every test the mutants use.
-    eprintln!("xtask: mutants: baseline build");
-    let base = build::cargo_build_module_in(&tree, Some(&target))?;
-    let base_install = install(
-        &dir.join("install/baseline"),
-        &main_install,
-        &base.module,
-        None,
-    )?;
-    let mut union: Vec<(&str, &str)> = Vec::new();
+    // The versions, the default first, each with its own baseline.
+    let mut versions: Vec<&str> = Vec::new();
     for m in selected {
-        for t in m.tests {
-            if !union.contains(t) {
-                union.push(*t);
-            }
+        if !versions.contains(&m.version) {
+            versions.push(m.version);
         }
     }
-    let core = selected.iter().any(|m| m.core);
-    if !union.is_empty() || core {
-        eprintln!(
-            "xtask: mutants: baseline tests ({} and core: {core})",
-            union.len()
-        );
-        let log = logs.join("baseline.log");
-        let r = run_listed(&union, &base_install, &log)?;
-        let mut failed = r.failed;
-        if core {
-            failed.extend(run_core(&tree, &target, &log)?.failed);
-        }
-        if !failed.is_empty() {
-            return Err(format!(
-                "the baseline (nothing mutated) fails {failed:?}: no mutant can be judged \
-                 (see {})",
-                log.display()
-            ));
-        }
-    }
+    versions.sort_by_key(|v| *v != DEFAULT);
 
     let mut reports = Vec::new();
-    for m in selected {
-        eprintln!("xtask: mutant {}: {}", m.name, m.file);
-        let report = run_one(m, &tree, &target, &base, &main_install).unwrap_or_else(|e| Report {
-            name: m.name,
-            file: m.file,
-            tests: tests_run(m),
-            caught_by: Vec::new(),
-            seconds: 0.0,
-            verdict: Verdict::Error(e),
-            undeclared: Vec::new(),
-        });
-        eprintln!(
-            "xtask: mutant {}: {:?}{} ({:.0} s)",
-            m.name,
-            report.verdict,
-            if report.caught_by.is_empty() {
-                String::new()
-            } else {
-                format!(" by {}", report.caught_by.join(", "))
-            },
-            report.seconds
-        );
-        reports.push(report);
+    for version in versions {
+        let group: Vec<&Mutant> = selected
+            .iter()
+            .copied()
+            .filter(|m| m.version == version)
+            .collect();
+        let ctx = Context::prepare(version, &tree, &dir)?;
+        baseline(&group, &ctx, &tree, &logs)?;
+        for m in group {
+            eprintln!("xtask: mutant {} (nginx {version}): {}", m.name, m.file);
+            let report = run_one(m, &tree, &ctx).unwrap_or_else(|e| Report {
+                name: m.name,
+                file: m.file,
+                tests: tests_run(m),
+                caught_by: Vec::new(),
+                seconds: 0.0,
+                verdict: Verdict::Error(e),
+                undeclared: Vec::new(),
+            });
+            eprintln!(
+                "xtask: mutant {}: {:?}{} ({:.0} s)",
+                m.name,
+                report.verdict,
+                if report.caught_by.is_empty() {
+                    String::new()
+                } else {
+                    format!(" by {}", report.caught_by.join(", "))
+                },
+                report.seconds
+            );
+            reports.push(report);
+        }
     }
 
     let table = table(&reports);
@@ -293,15 +271,129 @@ fn run_all(selected: &[&Mutant]) -> Result {
     }
 }
 
+/// One version's builds for the mutants of it: its stock and patched nginx
+/// (`target/nginx/VERSION`), the copy's module built for it, and how a
+/// mutant's module or patched nginx is rebuilt.
+struct Context {
+    version: &'static str,
+    /// `target/nginx/VERSION`: its stock and patched nginx.
+    main_install: PathBuf,
+    /// The unmutated copy's module for this version.
+    base_module: PathBuf,
+    /// The objs the module binds to (for the default, nginx-sys's own).
+    objs: PathBuf,
+    /// The copy's cargo target directory for this version.
+    target: PathBuf,
+    /// Another version's pristine source and its identity, for its
+    /// patched nginx.
+    source: Option<(PathBuf, String)>,
+}
+
+impl Context {
+    fn prepare(version: &'static str, tree: &Path, dir: &Path) -> Result<Context> {
+        let built = build::build_version(version, None)?;
+        eprintln!("xtask: mutants: baseline build (nginx {version})");
+        if version == DEFAULT {
+            let target = dir.join("target");
+            let base = build::cargo_build_module_in(tree, Some(&target))?;
+            return Ok(Context {
+                version,
+                main_install: built.install,
+                base_module: base.module,
+                objs: base.nginx_build_dir,
+                target,
+                source: None,
+            });
+        }
+        let objs = built.install.join("stock-build/src/objs");
+        let target = dir.join(format!("target-{version}"));
+        let base_module = build::cargo_build_against_in(tree, &objs, &target)?;
+        let src = crate::versions::source(version, None)?;
+        Ok(Context {
+            version,
+            main_install: built.install,
+            base_module,
+            objs,
+            target,
+            source: Some((src.tree, src.identity)),
+        })
+    }
+
+    /// The copy's module, as mutated now.
+    fn module(&self, tree: &Path) -> Result<PathBuf> {
+        match self.source {
+            None => build::cargo_build_module_in(tree, Some(&self.target)).map(|o| o.module),
+            Some(_) => build::cargo_build_against_in(tree, &self.objs, &self.target),
+        }
+    }
+
+    /// The patched nginx from the copy's patches in `patches`, into
+    /// `install`.
+    fn patched(&self, patches: &Path, install: &Path) -> Result<PathBuf> {
+        match &self.source {
+            None => build::patched_default_from(patches, &self.objs, install),
+            Some((source, identity)) => {
+                let flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
+                crate::patched::build_with(
+                    self.version,
+                    &crate::patched::patches_in(patches)?,
+                    source,
+                    identity,
+                    &flags,
+                    install,
+                )
+            }
+        }
+    }
+}
+
+/// The unmutated copy against every test the group's mutants use: a test
+/// that fails there would "catch" anything.
+fn baseline(group: &[&Mutant], ctx: &Context, tree: &Path, logs: &Path) -> Result {
+    let install_dir = install(
+        &mutants_dir().join(format!("install/baseline-{}", ctx.version)),
+        &ctx.main_install,
+        &ctx.base_module,
+        None,
+    )?;
+    let mut union: Vec<(&str, &str)> = Vec::new();
+    for m in group {
+        for t in m.tests {
+            if !union.contains(t) {
+                union.push(*t);
+            }
+        }
+    }
+    let core = group.iter().any(|m| m.core);
+    if union.is_empty() && !core {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: mutants: baseline tests on nginx {} ({} and core: {core})",
+        ctx.version,
+        union.len()
+    );
+    let log = logs.join(format!("baseline-{}.log", ctx.version));
+    let r = run_listed(&union, &install_dir, &log)?;
+    let mut failed = r.failed;
+    if core {
+        failed.extend(run_core(tree, &ctx.target, &log)?.failed);
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the baseline on nginx {} (nothing mutated) fails {failed:?}: no mutant can be \
+             judged (see {})",
+            ctx.version,
+            log.display()
+        ))
+    }
+}
+
 /// Applies `m` to the copy, builds, tests, and restores the file whatever
 /// happened.
-fn run_one(
-    m: &Mutant,
-    tree: &Path,
-    target: &Path,
-    base: &CargoOutputs,
-    main_install: &Path,
-) -> Result<Report> {
+fn run_one(m: &Mutant, tree: &Path, ctx: &Context) -> Result<Report> {
     let started = Instant::now();
     let path = tree.join(m.file);
     let original = read(&path)?;
@@ -329,11 +421,17 @@ fn run_one(
     let install_dir = dir.join("install").join(m.name);
     let built = if m.is_patch() {
         let patches = path.parent().expect("a patch is in a directory");
-        build::patched_default_from(patches, &base.nginx_build_dir, &install_dir)
-            .and_then(|patched| install(&install_dir, main_install, &base.module, Some(&patched)))
+        ctx.patched(patches, &install_dir).and_then(|patched| {
+            install(
+                &install_dir,
+                &ctx.main_install,
+                &ctx.base_module,
+                Some(&patched),
+            )
+        })
     } else {
-        build::cargo_build_module_in(tree, Some(target))
-            .and_then(|out| install(&install_dir, main_install, &out.module, None))
+        ctx.module(tree)
+            .and_then(|module| install(&install_dir, &ctx.main_install, &module, None))
     };
     let install_dir = match built {
         Ok(d) => d,
@@ -386,7 +484,7 @@ fn run_one(
         let r = run_listed(m.tests, &install_dir, &log)?;
         report.caught_by = r.failed;
         if m.core {
-            match run_core(tree, target, &log) {
+            match run_core(tree, &ctx.target, &log) {
                 // Named in the log; the table counts them.
                 Ok(r) if !r.failed.is_empty() => report.caught_by.push(format!(
                     "core unit tests ({} of {})",

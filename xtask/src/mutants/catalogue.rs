@@ -19,9 +19,13 @@ pub struct Mutant {
     pub tests: &'static [(&'static str, &'static str)],
     /// Also run `generation-retry-core`'s unit tests (a mutant of core).
     pub core: bool,
-    /// Run every test binary, and judge by [`guards`] (the do-nothing
-    /// module).
+    /// Run every test binary, and judge by [`super::guards`] (the
+    /// do-nothing module).
     pub whole_suite: bool,
+    /// The nginx the mutant is built for and tested on: the default
+    /// (1.28.0), or another version of the matrix, for the code only it
+    /// runs (its own patches, `sticky`, `least_time`).
+    pub version: &'static str,
 }
 
 impl Mutant {
@@ -31,6 +35,8 @@ impl Mutant {
         self.file.starts_with("nginx-src-patches/")
     }
 }
+
+use crate::versions::DEFAULT;
 
 const PEER: &str = "module/src/peer.rs";
 const LIVE: &str = "module/src/peer/live.rs";
@@ -88,6 +94,17 @@ const STREAM_HISTORY: (&str, &str) = (
     "stream",
     "a_primary_tried_before_the_change_is_not_tried_again",
 );
+/// The newest release of the matrix, where `sticky` (1.29.6) and
+/// `least_time` (1.31.0) exist, and the patches meet their code.
+const NEWEST: &str = "1.31.4";
+const NEWEST_HTTP_PATCH: &str =
+    "nginx-src-patches/1.31.4/0001-Upstream-select-again-when-the-peer-list-changed.patch";
+const NEWEST_STREAM_PATCH: &str =
+    "nginx-src-patches/1.31.4/0002-Stream-select-again-when-the-peer-list-changed.patch";
+const NEWEST_HTTP_HISTORY_PATCH: &str =
+    "nginx-src-patches/1.31.4/0003-Upstream-peers-tried-before-a-re-snapshot-stay-exclu.patch";
+const NEWEST_STREAM_HISTORY_PATCH: &str =
+    "nginx-src-patches/1.31.4/0004-Stream-peers-tried-before-a-re-snapshot-stay-exclude.patch";
 const ODD_NAMES: (&str, &str) = (
     "prometheus",
     "promtool_accepts_the_exposition_of_many_upstreams_with_odd_names",
@@ -137,6 +154,7 @@ macro_rules! not_counted {
             tests: $tests,
             core: false,
             whole_suite: false,
+            version: DEFAULT,
         }
     };
 }
@@ -156,6 +174,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[RESCUES, ("balancers", "round_robin"), STREAM_RESCUES],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "tries-not-restored",
@@ -165,6 +184,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[TRIES],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "tries-restored-before-reinit",
@@ -179,6 +199,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[TRIES],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "set-session-not-forwarded",
@@ -191,6 +212,7 @@ pub const MUTANTS: &[Mutant] = &[
         )],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "save-session-not-forwarded",
@@ -203,6 +225,7 @@ pub const MUTANTS: &[Mutant] = &[
         )],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "notify-not-forwarded",
@@ -215,6 +238,7 @@ pub const MUTANTS: &[Mutant] = &[
         ],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     not_counted!(
         "busy-first-not-counted",
@@ -277,6 +301,7 @@ pub const MUTANTS: &[Mutant] = &[
         )],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "worker-not-recorded",
@@ -286,6 +311,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[OLD_WORKER],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "dead-workers-alive",
@@ -296,6 +322,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[KILLED_WORKER],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "full-zone-unwrapped",
@@ -305,6 +332,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[FULL_ZONE],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "unrecorded-workers-ignored",
@@ -314,6 +342,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[FULL_TABLE],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "live-workers-ignored",
@@ -323,6 +352,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[OLD_WORKER],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "phase-swapped",
@@ -332,6 +362,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[RESCUES, STREAM_RESCUES],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "max-ignored",
@@ -347,6 +378,7 @@ pub const MUTANTS: &[Mutant] = &[
         ],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "generation-read-after-init",
@@ -372,6 +404,7 @@ pub const MUTANTS: &[Mutant] = &[
         )],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "http-patch-no-recheck",
@@ -388,6 +421,7 @@ pub const MUTANTS: &[Mutant] = &[
         ],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "stream-patch-no-recheck",
@@ -406,6 +440,7 @@ pub const MUTANTS: &[Mutant] = &[
         ],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "history-ignored",
@@ -419,6 +454,7 @@ pub const MUTANTS: &[Mutant] = &[
         ],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "history-not-recorded",
@@ -428,6 +464,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[("history", "least_conn"), STREAM_HISTORY],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "lean-history-not-recorded",
@@ -438,6 +475,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[("history", "round_robin")],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "lean-takeover-ignored",
@@ -450,6 +488,7 @@ pub const MUTANTS: &[Mutant] = &[
         )],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "hand-back-revives",
@@ -459,6 +498,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[DEAD_STAYS_DEAD, HTTP_DEAD_STAYS_DEAD],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "hand-back-leaves-sockaddr",
@@ -468,6 +508,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[TRIES],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "stream-patch-hand-back-revives",
@@ -477,6 +518,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[PATCHED_DEAD_STAYS_DEAD],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "http-patch-hand-back-revives",
@@ -486,6 +528,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[HTTP_PATCHED_DEAD_STAYS_DEAD],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "http-patch-history-ignored",
@@ -498,6 +541,7 @@ pub const MUTANTS: &[Mutant] = &[
         ],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "stream-patch-history-ignored",
@@ -507,6 +551,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[PATCHED_STREAM_HISTORY],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     // The gaps issue 28 listed: status escaping, HEAD, 405 and JSON; zone
     // name matching and the two-configuration window; the choice of a
@@ -520,6 +565,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[ODD_NAMES],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "json-controls-raw",
@@ -529,6 +575,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[ODD_NAMES],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "format-prefix",
@@ -538,6 +585,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[STATUS_PAGE],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "head-with-body",
@@ -547,6 +595,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[STATUS_PAGE],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "any-method",
@@ -556,6 +605,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[STATUS_PAGE],
         core: false,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "names-case-sensitive",
@@ -565,6 +615,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[NAMES_MATCHED],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "window-of-one",
@@ -574,6 +625,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[FAILED_RELOAD],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "cause-swapped",
@@ -583,6 +635,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[EMPTY_CAUSE, UNAVAILABLE_CAUSE],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "single-peer-excluded",
@@ -592,6 +645,7 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[SINGLE_PEER],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
     },
     Mutant {
         name: "off-resnapshots",
@@ -601,6 +655,78 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[OBSERVES],
         core: true,
         whole_suite: false,
+        version: DEFAULT,
+    },
+    // On the newest release: the module and the patches where `sticky`
+    // and `least_time` run (guards on 1.28.0, which has neither), and each
+    // patch in 1.31.4's context (its added lines are 1.28.0's, its
+    // surroundings are not).
+    Mutant {
+        name: "data-not-cleared-1.31.4",
+        file: LIVE,
+        find: "        unsafe { (*self.pc).data = ptr::null_mut() };\n",
+        replace: "        let _ = ptr::null_mut::<u8>(); // pc->data left as it was\n",
+        tests: &[
+            ("balancers", "sticky_cookie"),
+            ("balancers", "least_time"),
+            (
+                "stream",
+                "module_on_rescues_the_stream_race_with_least_time",
+            ),
+        ],
+        core: false,
+        whole_suite: false,
+        version: NEWEST,
+    },
+    Mutant {
+        name: "http-patch-no-recheck-1.31.4",
+        file: NEWEST_HTTP_PATCH,
+        find: PATCH_RECHECK,
+        replace: PATCH_NO_RECHECK,
+        tests: &[
+            (
+                "patched",
+                "patched_nginx_rescues_the_race_without_the_module",
+            ),
+            ("balancers", "patched_sticky_cookie"),
+            ("balancers", "patched_least_time"),
+        ],
+        core: false,
+        whole_suite: false,
+        version: NEWEST,
+    },
+    Mutant {
+        name: "stream-patch-no-recheck-1.31.4",
+        file: NEWEST_STREAM_PATCH,
+        find: PATCH_RECHECK,
+        replace: PATCH_NO_RECHECK,
+        tests: &[(
+            "stream",
+            "patched_nginx_rescues_the_stream_race_without_the_module",
+        )],
+        core: false,
+        whole_suite: false,
+        version: NEWEST,
+    },
+    Mutant {
+        name: "http-patch-hand-back-revives-1.31.4",
+        file: NEWEST_HTTP_HISTORY_PATCH,
+        find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
+        replace: "+        pc->free(pc, data, t->state & 0);\n",
+        tests: &[HTTP_PATCHED_DEAD_STAYS_DEAD],
+        core: false,
+        whole_suite: false,
+        version: NEWEST,
+    },
+    Mutant {
+        name: "stream-patch-hand-back-revives-1.31.4",
+        file: NEWEST_STREAM_HISTORY_PATCH,
+        find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
+        replace: "+        pc->free(pc, data, t->state & 0);\n",
+        tests: &[PATCHED_DEAD_STAYS_DEAD],
+        core: false,
+        whole_suite: false,
+        version: NEWEST,
     },
     Mutant {
         name: "do-nothing",
@@ -614,5 +740,6 @@ pub const MUTANTS: &[Mutant] = &[
         tests: &[],
         core: false,
         whole_suite: true,
+        version: DEFAULT,
     },
 ];
