@@ -12,8 +12,12 @@
 //! fork, a distribution's headers) is checked here, at every build.
 //!
 //! What "names" means: the structures are the `ngx_*_t` / `ngx_*_s` types
-//! the module's sources spell; the bitfields checked are those whose
-//! accessor (`NAME(`, `set_NAME(`, `NAME_raw(`) the sources call. Every
+//! the module's sources spell, and every structure with a bitfield of a
+//! name the sources call an accessor of (`.NAME()`, `.set_NAME(`,
+//! `T::NAME(`, `T::NAME_raw(`, `T::set_NAME_raw(`); the bitfields checked
+//! are those called. A wrapper of the ngx crate that touches a bitfield
+//! under another name (`Request::subrequest`) is not seen: clippy.toml
+//! forbids the ones that touch a misplaced one. Every
 //! plain field of a named structure is checked, used or not: a structure
 //! bindgen gets wrong anywhere is not trusted.
 
@@ -22,6 +26,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::{env, fs};
+
+/// Fewer structures found in both the headers and the bindings than the
+/// module names on any tree means the reading failed, not that the module
+/// uses less (41 on every tree of the matrix).
+const MIN_STRUCTS: usize = 30;
 
 /// What the gate checked, for the build's report.
 pub struct Checked {
@@ -63,8 +72,12 @@ pub fn gate(sources: &Path, out: &Path) -> Result<Checked, String> {
         headers.push_str("#include <ngx_stream.h>\n");
     }
 
+    // nginx's make runs the compiler in the source root: paths in its
+    // CFLAGS are relative to it.
+    let source_root = build_dir.parent().unwrap_or(&build_dir).to_path_buf();
     let cc_cmd = |args: &[&str]| {
         let mut c = Command::new(&cc[0]);
+        c.current_dir(&source_root);
         c.args(&cc[1..]).args(&cflags).arg("-w");
         c.args(includes.iter().map(|i| format!("-I{}", i.display())));
         c.args(&defines).args(args);
@@ -84,6 +97,13 @@ pub fn gate(sources: &Path, out: &Path) -> Result<Checked, String> {
         .map_err(|e| format!("{}: {e}", bindings_path.display()))?;
     let rust = RustTypes::parse(&bindings);
 
+    if rust.structs.is_empty() {
+        return Err(format!(
+            "no structure read from {}: bindings not in the layout this reads \
+             (one item per line, as rustfmt leaves them)",
+            bindings_path.display()
+        ));
+    }
     let (mut named, mut called) = scan(sources)?;
     // Names checked as if the module called their accessors: a knob that
     // can only add checks, for the test that shows the gate failing a
@@ -109,6 +129,24 @@ pub fn gate(sources: &Path, out: &Path) -> Result<Checked, String> {
             named.insert(name.clone());
         }
     }
+    // And, to any depth, every structure embedded in one of them (a
+    // member that is a structure, as `headers_out` in the request).
+    loop {
+        let embedded: Vec<String> = named
+            .iter()
+            .filter_map(|n| c.resolve(n))
+            .flat_map(|(_, body)| body.iter())
+            .filter_map(|m| match m {
+                Member::Embeds(t) if c.resolve(t).is_some() => Some(t.clone()),
+                _ => None,
+            })
+            .filter(|t| !named.contains(t))
+            .collect();
+        if embedded.is_empty() {
+            break;
+        }
+        named.extend(embedded);
+    }
     // Structure: (name as checked, C expression of its type, Rust struct
     // whose fields and accessors bindgen generated, members); each Rust
     // structure once, under the first name met.
@@ -126,6 +164,18 @@ pub fn gate(sources: &Path, out: &Path) -> Result<Checked, String> {
         }
     }
 
+    if structs.len() < MIN_STRUCTS {
+        return Err(format!(
+            "only {} of the module's structures found in both the headers and the \
+             bindings ({}): the gate would check too little",
+            structs.len(),
+            structs
+                .iter()
+                .map(|s| s.0.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     // The probe: sizes, alignments, offsets and bit positions as the C
     // compiler lays them out.
     let mut probe = headers.clone();
@@ -133,7 +183,15 @@ pub fn gate(sources: &Path, out: &Path) -> Result<Checked, String> {
         "#include <stdio.h>\n#include <stddef.h>\n#include <string.h>\n\
          static void bit(const char *s, const char *f, const unsigned char *p, size_t n) {\n\
          size_t i, first = (size_t) -1, width = 0;\n\
-         for (i = 0; i < n * 8; i++) { if (p[i / 8] & (1u << (i % 8))) { if (first == (size_t) -1) first = i; width++; } }\n\
+         for (i = 0; i < n * 8; i++) {\n\
+         /* Numbered as bindgen's bitfield unit numbers them: from the least\n\
+            significant bit of each byte, or the most on a big-endian target. */\n\
+         #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__\n\
+         unsigned bit = 7 - i % 8;\n\
+         #else\n\
+         unsigned bit = i % 8;\n\
+         #endif\n\
+         if (p[i / 8] & (1u << bit)) { if (first == (size_t) -1) first = i; width++; } }\n\
          printf(\"B %s %s %zu %zu\\n\", s, f, first, width);\n}\n\
          int main(void) {\n",
     );
@@ -147,6 +205,7 @@ pub fn gate(sources: &Path, out: &Path) -> Result<Checked, String> {
         // reading can be sure of, and would only break the probe.
         for m in body {
             match m {
+                Member::Embeds(_) => {}
                 Member::Plain(f) if r.field(f).is_none() => {}
                 Member::Bits(f) if !r.bitfields.contains_key(f) => {}
                 Member::Plain(f) => {
@@ -262,7 +321,7 @@ fn run(mut c: Command, what: &str) -> Result<String, String> {
             String::from_utf8_lossy(&o.stderr)
         ));
     }
-    String::from_utf8(o.stdout).map_err(|e| format!("{what}: output: {e}"))
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 /// The tree's compiler and flags, from its `objs/Makefile` (`CC =`,
@@ -358,8 +417,13 @@ fn scan(dir: &Path) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
                 }
                 let after = &text[start + t.len()..];
                 // A bitfield's getter takes no argument, its setter one:
-                // `.NAME()`, `.set_NAME(` (and their `_raw` forms).
-                if start > 0 && text.as_bytes()[start - 1] == b'.' {
+                // `.NAME()`, `.set_NAME(`; and by path, `T::NAME(`,
+                // `T::NAME_raw(`, `T::set_NAME_raw(` (the raw forms are
+                // associated functions).
+                if start > 1 && text[..start].ends_with("::") && after.starts_with('(') {
+                    let t = t.strip_suffix("_raw").unwrap_or(t);
+                    called.insert(t.strip_prefix("set_").unwrap_or(t).to_string());
+                } else if start > 0 && text.as_bytes()[start - 1] == b'.' {
                     let t = t.strip_suffix("_raw").unwrap_or(t);
                     if let Some(set) = t.strip_prefix("set_").filter(|_| after.starts_with('(')) {
                         called.insert(set.to_string());
@@ -396,6 +460,9 @@ fn idents(text: &str) -> Vec<(&str, usize)> {
 enum Member {
     Plain(String),
     Bits(String),
+    /// A member that is itself a structure (not a pointer to one), by its
+    /// type's name: checked with the structure that embeds it.
+    Embeds(String),
 }
 
 /// Structures and typedefs of the preprocessed headers.
@@ -404,6 +471,8 @@ struct CTypes {
     bodies: BTreeMap<String, Vec<Member>>,
     /// `typedef struct TAG NAME;`: NAME to TAG.
     aliases: BTreeMap<String, String>,
+    /// Tags (`struct TAG { ... }`), spelt `struct TAG` in C.
+    tags: BTreeSet<String>,
 }
 
 impl CTypes {
@@ -416,6 +485,7 @@ impl CTypes {
         let toks = tokens(&clean);
         let mut bodies = BTreeMap::new();
         let mut aliases = BTreeMap::new();
+        let mut tags = BTreeSet::new();
         let mut i = 0;
         while i < toks.len() {
             let t = toks[i].as_str();
@@ -431,6 +501,7 @@ impl CTypes {
                     let members = members(&toks[j + 1..end]);
                     if let Some(tag) = &tag {
                         bodies.insert(tag.clone(), members.clone());
+                        tags.insert(tag.clone());
                     }
                     if typedef {
                         if let Some(name) = toks.get(end + 1).filter(|s| is_ident(s)) {
@@ -457,7 +528,11 @@ impl CTypes {
             }
             i += 1;
         }
-        CTypes { bodies, aliases }
+        CTypes {
+            bodies,
+            aliases,
+            tags,
+        }
     }
 
     /// The C type expression for `name` and its members: a typedef'd
@@ -474,7 +549,7 @@ impl CTypes {
         if target != name {
             return Some((name.to_owned(), body));
         }
-        let c_type = if name.ends_with("_s") {
+        let c_type = if self.tags.contains(name) {
             format!("struct {name}")
         } else {
             name.to_owned()
@@ -571,12 +646,14 @@ fn members(body: &[String]) -> Vec<Member> {
             }
             continue;
         }
-        if let Some(p) = decl.iter().position(|t| t == "(") {
+        if let Some(p) = decl
+            .windows(2)
+            .position(|w| w[0] == "(" && w[1] == "*")
+            .filter(|&p| !decl[..p].iter().any(|t| t == "["))
+        {
             // A function pointer: `type (*name)(args)`.
-            if decl.get(p + 1).map(String::as_str) == Some("*") {
-                if let Some(name) = decl.get(p + 2).filter(|t| is_ident(t)) {
-                    out.push(Member::Plain(name.clone()));
-                }
+            if let Some(name) = decl.get(p + 2).filter(|t| is_ident(t)) {
+                out.push(Member::Plain(name.clone()));
             }
             continue;
         }
@@ -611,6 +688,17 @@ fn members(body: &[String]) -> Vec<Member> {
             let end = part.iter().position(|t| t == "[").unwrap_or(part.len());
             if let Some(name) = part[..end].iter().rev().find(|t| is_ident(t)) {
                 out.push(Member::Plain(name.clone()));
+            }
+            // `TYPE name;` or `struct TAG name;`, not through a pointer
+            // (the first declarator carries the type).
+            let pointer = decl.iter().any(|t| t == "*");
+            let types: Vec<&String> = decl
+                .iter()
+                .take_while(|t| *t != "[")
+                .filter(|t| is_ident(t) && !matches!(t.as_str(), "struct" | "union"))
+                .collect();
+            if !pointer && types.len() >= 2 {
+                out.push(Member::Embeds(types[0].clone()));
             }
         }
     }

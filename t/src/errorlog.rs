@@ -16,6 +16,21 @@ pub fn fatal_lines(text: &str) -> Vec<&str> {
         .collect()
 }
 
+/// How many upstreams' counters each setup of the module's zone freed, in
+/// order: its `notice` at each start and reload (`... counters of N
+/// upstreams, M freed`).
+pub fn zone_freed(log: &str) -> Vec<usize> {
+    log.lines()
+        .filter_map(|l| {
+            l.split(" upstreams, ")
+                .nth(1)?
+                .strip_suffix(" freed")?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
 /// One error.log line, where it names a connection (`*N`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Line<'a> {

@@ -118,7 +118,7 @@ pub fn run(target: &Target, corpus: &Path, failures: &Path, n: usize, seed: u64)
         seconds: 0.0,
         failures: Vec::new(),
     };
-    let fail = |input: &[u8], why: String, index: usize, report: &mut Report| {
+    let fail = |input: &[u8], why: String, index: String, report: &mut Report| {
         if report.failures.len() >= 10 {
             return;
         }
@@ -138,7 +138,12 @@ pub fn run(target: &Target, corpus: &Path, failures: &Path, n: usize, seed: u64)
         let input = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         match checked(target, &input) {
             Ok(compared) => report.compared += usize::from(compared),
-            Err(why) => fail(&input, format!("{}: {why}", path.display()), i, &mut report),
+            Err(why) => fail(
+                &input,
+                format!("{}: {why}", path.display()),
+                format!("kept-{i}"),
+                &mut report,
+            ),
         }
         report.replayed += 1;
     }
@@ -147,7 +152,7 @@ pub fn run(target: &Target, corpus: &Path, failures: &Path, n: usize, seed: u64)
         let input = (target.generate)(&mut g);
         match checked(target, &input) {
             Ok(compared) => report.compared += usize::from(compared),
-            Err(why) => fail(&input, why, i, &mut report),
+            Err(why) => fail(&input, why, format!("seed-{seed:x}-{i}"), &mut report),
         }
         report.generated += 1;
     }

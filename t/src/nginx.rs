@@ -461,9 +461,10 @@ impl Nginx {
             config.render(&self.prefix, self.port),
         )
         .expect("write nginx.conf");
+        let before = self.error_log().matches(failure).count();
         self.signal(libc::SIGHUP);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.error_log().contains(failure) {
+        while self.error_log().matches(failure).count() <= before {
             assert!(
                 Instant::now() < deadline,
                 "the reload did not fail with {failure:?}:\n{}",

@@ -13,7 +13,8 @@
 //! against its own first sample, the new one's from its start), or the new
 //! master's counters differing from its access log (rescued: requests
 //! answered 200 after a re-snapshot). The load pauses around the upgrade
-//! so that the new master's share of the access log is known exactly.
+//! and the kill so that the new master's share of the access log is known
+//! exactly.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -98,10 +99,11 @@ pub struct Report {
 }
 
 impl Report {
-    /// Growth of a series after the warm-up, the largest of each master's
-    /// (last over first sample): the new master of the upgrade is another
-    /// process, whose memory starts where its own start leaves it, so each
-    /// is held to its own first sample (the old one's after the warm-up).
+    /// Growth of a series after the warm-up, the larger of each master's
+    /// (last over first sample after its warm-up): the new master of the
+    /// upgrade is another process, whose memory starts where its own start
+    /// leaves it, so each is held to itself, from a warm-up after its
+    /// start.
     fn growth(&self, warm_up: f64, f: impl Fn(&Sample) -> u64) -> f64 {
         let ratio = |xs: Vec<u64>| match (xs.first(), xs.last()) {
             (Some(&a), Some(&b)) if a > 0 => b as f64 / a as f64,
@@ -116,7 +118,7 @@ impl Report {
         let new = self
             .samples
             .iter()
-            .filter(|s| s.at_s > self.upgrade_at_s)
+            .filter(|s| s.at_s >= self.upgrade_at_s + warm_up)
             .map(&f)
             .collect();
         ratio(old).max(ratio(new))
@@ -216,14 +218,35 @@ fn children(parent: libc::pid_t) -> Vec<libc::pid_t> {
     out
 }
 
-/// The resident KiB of the module's zone in `pid`: its one 32 MiB shared
-/// mapping (the upstream zones here are 64 KiB each).
+/// The module's zone in `pid`: its one 32 MiB shared mapping (the
+/// upstream zones of the harness are smaller), as `(start, end)`.
+pub fn zone_mapping(pid: libc::pid_t) -> Option<(u64, u64)> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    maps.lines()
+        .filter_map(|l| {
+            let (s, e) = l.split_whitespace().next()?.split_once('-')?;
+            Some((
+                u64::from_str_radix(s, 16).ok()?,
+                u64::from_str_radix(e, 16).ok()?,
+            ))
+        })
+        .find(|(s, e)| e - s == 32 << 20)
+}
+
+/// The resident KiB of the module's zone in `pid` ([`zone_mapping`]); 0
+/// if it has none.
 pub fn zone_kib(pid: libc::pid_t) -> u64 {
+    let Some((start, _)) = zone_mapping(pid) else {
+        return 0;
+    };
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let header = format!("{start:x}-");
     let mut in_zone = false;
     for line in smaps.lines() {
-        if let Some(kb) = line.strip_prefix("Size:") {
-            in_zone = kb.trim() == "32768 kB";
+        // A mapping's header: `START-END perms ...`.
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            in_zone = first.starts_with(&header);
         } else if let (true, Some(kb)) = (in_zone, line.strip_prefix("Rss:")) {
             return kb.trim().trim_end_matches(" kB").parse().unwrap_or(0);
         }
@@ -346,12 +369,29 @@ pub async fn run(o: &Options) -> Report {
             continue;
         }
         if killed == 0 && now >= kill_at {
-            if let Some(&w) = children(nginx.pid()).first() {
+            // Quiescent, as for the upgrade: what the kill loses is then
+            // no answer and no count (a worker killed inside a rescue is
+            // t/tests/mid_selection.rs's). The newest worker: the one the
+            // master started last, not one draining after a reload.
+            pause.store(true, Ordering::Release);
+            while in_flight.load(Ordering::Acquire) > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let live = children(nginx.pid());
+            let newest = nginx
+                .error_log()
+                .lines()
+                .rev()
+                .filter_map(|l| l.split("start worker process ").nth(1))
+                .filter_map(|p| p.trim().parse::<libc::pid_t>().ok())
+                .find(|p| live.contains(p));
+            if let Some(w) = newest {
                 // SAFETY: kill(2) with plain integers: a worker of the
                 // nginx this run started.
                 unsafe { libc::kill(w, libc::SIGKILL) };
                 killed = w;
             }
+            pause.store(false, Ordering::Release);
         }
         if now >= next_hup {
             nginx.signal(libc::SIGHUP);
@@ -385,10 +425,17 @@ pub async fn run(o: &Options) -> Report {
             .count() as u64
     };
     let log = nginx.error_log();
-    let killed_line = format!("worker process {killed} exited on signal 9");
+    // nginx's own lines about the worker this run killed: its exit on
+    // signal 9 (and, were it holding a shared lock, the lock freed).
+    let killed_pid = format!(" {killed} ");
     let fatal = errorlog::fatal_lines(&log)
         .into_iter()
-        .filter(|l| killed == 0 || !l.contains(&killed_line))
+        .filter(|l| {
+            killed == 0
+                || !(l.contains(&format!("worker process {killed} exited on signal 9"))
+                    || l.contains(&format!("was locked by {killed}"))
+                    || l.contains(&killed_pid) && l.contains("locked"))
+        })
         .map(str::to_owned)
         .collect();
     drop(client);

@@ -9,6 +9,7 @@ use generation_retry_t::fuzz::{run, TARGETS};
 
 const INPUTS: usize = 20_000;
 
+/// Non-regression guard: the parsers and renderers as functions, no nginx.
 #[test]
 fn every_parser_and_renderer_answers_generated_inputs_as_they_must() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -7,8 +7,9 @@
 //! The module calls no such accessor, so the build is asked to check one as
 //! if it did (`GENERATION_RETRY_LAYOUT_GATE_CALLED`, a knob that can only
 //! add checks): against this run's nginx tree, the build of the module must
-//! fail naming `ngx_http_request_s.header_only` on 1.29.3+, and succeed on
-//! older trees. Without the gate both builds succeed.
+//! fail naming `ngx_http_request_s.header_only` on 1.29.3+ (and pass with
+//! the gate off, so the gate is what fails it), and succeed on older trees
+//! having compared that bit (the gate's report says so).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -37,34 +38,45 @@ fn workspace() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
+/// Non-regression guard: a check of the build, not of the module's work.
 #[test]
 fn a_misplaced_bitfield_the_module_calls_fails_the_build_naming_it() {
     let (source, objs) = tree();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace().join("target"), PathBuf::from)
-        .join("module-cargo");
-    let out = Command::new(cargo)
-        .current_dir(workspace())
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--package",
-            "ngx_http_upstream_generation_retry_module",
-            "--no-default-features",
-            "--features",
-            "export-modules",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .env("NGINX_SOURCE_DIR", &source)
-        .env("NGINX_BUILD_DIR", &objs)
-        .env("GENERATION_RETRY_LAYOUT_GATE_CALLED", "header_only")
-        .env_remove("GENERATION_RETRY_LAYOUT_GATE")
-        .env_remove("RUSTFLAGS")
-        .output()
-        .expect("cargo build");
+    let target = std::env::var_os("GENERATION_RETRY_MODULE_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| workspace().join("target"), PathBuf::from)
+                .join("module-cargo")
+        });
+    let build = |gate: bool| {
+        let mut c = Command::new(&cargo);
+        c.current_dir(workspace())
+            .args([
+                "build",
+                "--release",
+                "--locked",
+                "--package",
+                "ngx_http_upstream_generation_retry_module",
+                "--no-default-features",
+                "--features",
+                "export-modules",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .env("NGINX_SOURCE_DIR", &source)
+            .env("NGINX_BUILD_DIR", &objs)
+            .env("GENERATION_RETRY_LAYOUT_GATE_CALLED", "header_only")
+            .env_remove("RUSTFLAGS");
+        if gate {
+            c.env_remove("GENERATION_RETRY_LAYOUT_GATE");
+        } else {
+            c.env("GENERATION_RETRY_LAYOUT_GATE", "off");
+        }
+        c.output().expect("cargo build")
+    };
+    let out = build(true);
     let said = String::from_utf8_lossy(&out.stderr);
     // The request's structure under its tag or its typedef's name.
     let named = said.lines().any(|l| {
@@ -76,10 +88,38 @@ fn a_misplaced_bitfield_the_module_calls_fails_the_build_naming_it() {
             !out.status.success() && named,
             "nginx {major}.{minor}.{patch}: the build calling header_only must fail naming it:\n{said}"
         );
+        // The gate is what fails it: without it the same build passes.
+        let off = build(false);
+        assert!(
+            off.status.success(),
+            "nginx {major}.{minor}.{patch}: without the gate the build must pass:\n{}",
+            String::from_utf8_lossy(&off.stderr)
+        );
     } else {
         assert!(
             out.status.success() && !named,
             "nginx {major}.{minor}.{patch}: bindgen places header_only right, the build must pass:\n{said}"
         );
+        // It passed having compared header_only, not by skipping it.
+        let report = newest_report(&target);
+        assert!(
+            report
+                .lines()
+                .any(|l| l.contains(".header_only: C bit") && l.ends_with("(called)")),
+            "header_only not compared in the gate's report:\n{report}"
+        );
     }
+}
+
+/// The newest `layout-report.txt` of the module's builds in `target`.
+fn newest_report(target: &Path) -> String {
+    let build = target.join("release/build");
+    let newest = std::fs::read_dir(&build)
+        .unwrap_or_else(|e| panic!("{}: {e}", build.display()))
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("out/layout-report.txt"))
+        .filter(|p| p.is_file())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .expect("no layout-report.txt: the gate did not run");
+    std::fs::read_to_string(newest).unwrap()
 }

@@ -145,18 +145,30 @@ enum Stop {
     AtReturn,
 }
 
+/// [`TEMPLATE`] with `max=` and http lines `before` it, against `dns`
+/// and the backend's port.
+fn run_config(dns: &DnsServer, bport: u16, max: u32, before: &str) -> Config {
+    Config::new(Flavor::with_module(), format!("{before}{TEMPLATE}"))
+        .workers(2)
+        .var("DNS", dns.addr())
+        .var("BPORT", bport)
+        .var("MAX", max)
+        .var("KEEPALIVE", KEEPALIVE_LOCATION)
+}
+
 impl Run {
     async fn start(max: u32) -> Run {
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
         let backend = Backend::start().await;
-        let config = Config::new(Flavor::with_module(), TEMPLATE)
-            .workers(2)
-            .var("DNS", dns.addr())
-            .var("BPORT", backend.port())
-            .var("MAX", max)
-            .var("KEEPALIVE", KEEPALIVE_LOCATION);
-        let nginx = Nginx::start(&config);
+        let config = run_config(&dns, backend.port(), max, "");
+        Run::start_with(dns, backend, &config).await
+    }
+
+    /// Two workers serving `config`, the name resolved, a connection
+    /// pinned to each.
+    async fn start_with(dns: DnsServer, backend: Backend, config: &Config) -> Run {
+        let nginx = Nginx::start(config);
         let pids = workers(&nginx).await;
         // Ready: the name resolved (until then the list is empty: 502).
         let any = Client::new(nginx.url(""));
@@ -527,41 +539,10 @@ async fn a_worker_killed_inside_a_rescue_is_replaced_and_counting_goes_on() {
     let dns = DnsServer::start().await;
     dns.set_a(NAME, ADDR_A);
     let backend = Backend::start().await;
-    let (dns_addr, bport) = (dns.addr(), backend.port());
-    let config = move |first: bool| {
-        Config::new(
-            Flavor::with_module(),
-            if first {
-                format!("{GONE}{TEMPLATE}")
-            } else {
-                TEMPLATE.to_string()
-            },
-        )
-        .workers(2)
-        .var("DNS", dns_addr)
-        .var("BPORT", bport)
-        .var("MAX", 2)
-        .var("KEEPALIVE", KEEPALIVE_LOCATION)
-    };
-    let nginx = Nginx::start(&config(true));
-    let [w0, w1] = workers(&nginx).await;
-    let any = Client::new(nginx.url(""));
-    let deadline = Instant::now() + patience(Duration::from_secs(10));
-    for k in 0.. {
-        if any.get(&format!("/ready/{k}")).await.status() == 200 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{}", nginx.error_log());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let (on_0, on_1) = pinned(&nginx, [w0, w1]).await;
-    let mut run = Run {
-        nginx,
-        dns,
-        backend,
-        on_0,
-        on_1: Some(on_1),
-    };
+    let bport = backend.port();
+    let first = run_config(&dns, bport, 2, GONE);
+    let mut run = Run::start_with(dns, backend, &first).await;
+    let [w0, w1] = workers(&run.nginx).await;
 
     // The race on worker 1, stopped inside its rescue.
     let g0 = run.generation().await;
@@ -641,7 +622,7 @@ async fn a_worker_killed_inside_a_rescue_is_replaced_and_counting_goes_on() {
     // table), the third frees `gone`.
     drop(run.on_0);
     for _ in 0..3 {
-        run.nginx.reconfigure(&config(false));
+        run.nginx.reconfigure(&run_config(&run.dns, bport, 2, ""));
     }
     let log = run.nginx.error_log();
     let line = log::zone_workers_unknown("generation_retry", 1, 1);
@@ -654,16 +635,7 @@ async fn a_worker_killed_inside_a_rescue_is_replaced_and_counting_goes_on() {
         !log.contains(unknown),
         "a live worker was unrecorded:\n{log}"
     );
-    let freed: Vec<usize> = log
-        .lines()
-        .filter_map(|l| {
-            l.split(" upstreams, ")
-                .nth(1)?
-                .strip_suffix(" freed")?
-                .parse()
-                .ok()
-        })
-        .collect();
+    let freed = generation_retry_t::errorlog::zone_freed(&log);
     // One line per setup of the zone: the start, then each reload.
     assert!(
         freed.len() >= 4

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use generation_retry_t::backend::{Backend, ADDR_A};
+use generation_retry_t::errorlog::zone_freed;
 use generation_retry_t::load::Client;
 use generation_retry_t::metrics::{log, Counter, StatusExt};
 use generation_retry_t::nginx::{free_port, Config, Flavor, Nginx};
@@ -155,7 +156,8 @@ async fn every_upstream_is_counted_however_many() {
             times[2], times[0], times[4]
         ));
     }
-    let rss = zone_rss_kib(nginx.pid());
+    let rss = generation_retry_t::soak::zone_kib(nginx.pid());
+    assert!(rss > 0, "no resident 32 MiB zone in the master");
     eprintln!(
         "{HTTP} http + {STREAM} stream upstreams: nginx up in {start_s:.1} s; {}; \
          zone resident in the master {rss} KiB, {:.0} bytes per upstream",
@@ -163,21 +165,6 @@ async fn every_upstream_is_counted_however_many() {
         (rss * 1024) as f64 / (HTTP + STREAM) as f64
     );
     nginx.finish();
-}
-
-/// The master's resident KiB of the module's zone: the one 32 MiB shared
-/// mapping (the upstream zones here are 48 and 8 MiB).
-fn zone_rss_kib(pid: libc::pid_t) -> u64 {
-    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).expect("smaps");
-    let mut in_zone = false;
-    for line in smaps.lines() {
-        if let Some(kb) = line.strip_prefix("Size:") {
-            in_zone = kb.trim() == "32768 kB";
-        } else if let (true, Some(kb)) = (in_zone, line.strip_prefix("Rss:")) {
-            return kb.trim().trim_end_matches(" kB").parse().expect("Rss");
-        }
-    }
-    panic!("no 32 MiB mapping in the master's smaps")
 }
 
 /// Names are matched in full: two upstreams whose 300-byte names differ
@@ -276,20 +263,7 @@ async fn an_old_worker_still_running_keeps_its_upstreams_counters() {
         .await
         .expect("the request held on the first configuration's worker");
 
-    let freed = |nginx: &Nginx| {
-        let log = nginx.error_log();
-        let freed: Vec<usize> = log
-            .lines()
-            .filter_map(|l| {
-                l.split(" upstreams, ")
-                    .nth(1)?
-                    .strip_suffix(" freed")?
-                    .parse()
-                    .ok()
-            })
-            .collect();
-        freed
-    };
+    let freed = |nginx: &Nginx| zone_freed(&nginx.error_log());
     for _ in 0..4 {
         nginx.reconfigure_while_draining(&Config::new(Flavor::with_module(), http(false)));
         // Served by the new worker: it is past its init_process, recorded.
@@ -472,18 +446,8 @@ impl WorkerTable {
 
     fn find(pid: libc::pid_t) -> WorkerTable {
         use std::io::{Read, Seek, SeekFrom};
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
-        let (start, end) = maps
-            .lines()
-            .filter_map(|l| {
-                let (s, e) = l.split_whitespace().next()?.split_once('-')?;
-                Some((
-                    u64::from_str_radix(s, 16).ok()?,
-                    u64::from_str_radix(e, 16).ok()?,
-                ))
-            })
-            .find(|(s, e)| e - s == 32 << 20)
-            .expect("no 32 MiB mapping in the master");
+        let (start, end) =
+            generation_retry_t::soak::zone_mapping(pid).expect("no 32 MiB mapping in the master");
         let mem = std::path::PathBuf::from(format!("/proc/{pid}/mem"));
         let mut f = std::fs::File::open(&mem).expect("open mem");
         f.seek(SeekFrom::Start(start)).unwrap();
@@ -526,6 +490,10 @@ impl WorkerTable {
 /// nothing, though `old_only` left the configuration (its counters might
 /// still be counted into by a process it cannot see). Once the table is
 /// cleared, the reload after the unrecorded worker has exited frees them.
+///
+/// Non-regression guard: the zone keeps and frees counters at
+/// configuration, whether or not a selection is ever wrapped; the mutant
+/// unrecorded-workers-ignored is what it catches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_worker_table_is_said_and_frees_nothing() {
     let http = |old: bool| {
@@ -554,17 +522,7 @@ async fn a_full_worker_table_is_said_and_frees_nothing() {
         !said.is_empty() && said.iter().all(|l| l.contains("[warn]")),
         "the full table said at warn: {said:#?}\n{log}"
     );
-    let freed = |log: &str| -> Vec<usize> {
-        log.lines()
-            .filter_map(|l| {
-                l.split(" upstreams, ")
-                    .nth(1)?
-                    .strip_suffix(" freed")?
-                    .parse()
-                    .ok()
-            })
-            .collect()
-    };
+    let freed = zone_freed;
     assert!(
         freed(&log).iter().all(|&f| f == 0),
         "freed with the table full: {:?}",

@@ -176,6 +176,19 @@ fn label_values_are_escaped() {
 }
 
 #[test]
+fn json_escapes_every_control_character() {
+    for c in (0u32..0x20).filter_map(char::from_u32) {
+        let escaped = escape_json(&c.to_string());
+        assert!(
+            !escaped.chars().any(|e| (e as u32) < 0x20),
+            "{c:?} left raw: {escaped:?}"
+        );
+        assert!(escaped.starts_with('\\'), "{c:?}: {escaped:?}");
+    }
+    assert_eq!(escape_json("\u{1b}"), "\\u001b");
+}
+
+#[test]
 fn empty_stats_still_declare_the_metrics() {
     let text = render_prometheus(&[]);
     assert_eq!(text.lines().count(), FAMILIES.len() * 2);
