@@ -12,6 +12,8 @@ use std::process::Command;
 
 use generation_retry_t::nginx::install_dir;
 
+/// Non-regression guard: a build check of ngx 0.5 against Angie; no
+/// module runs.
 #[test]
 fn ngx_0_5_cannot_build_for_angie_yet() {
     let objs = install_dir().join("stock-build/src/objs");

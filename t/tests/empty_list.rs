@@ -82,6 +82,7 @@ fn refused(answers: Vec<(String, u16, Nginx)>, what: &str) {
     }
 }
 
+/// Non-regression guard: stock nginx, no module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stock_refuses_a_request_to_an_empty_list_except_tengine_which_crashes() {
     let answers = ask(Flavor::stock, false).await;
@@ -115,6 +116,7 @@ fn crashed(answers: Vec<(String, u16, Nginx)>, what: &str) {
     });
 }
 
+/// Non-regression guard: the patched nginx, no module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_patched_nginx_refuses_a_request_to_an_empty_list() {
     refused(ask(Flavor::patched, false).await, "patched");
@@ -122,6 +124,9 @@ async fn the_patched_nginx_refuses_a_request_to_an_empty_list() {
 
 /// With the module on, the list is still Tengine's to scan: the module
 /// refuses nothing itself, and cannot make Tengine's stock code safe.
+///
+/// Non-regression guard: a behaviour the module must leave alone (an
+/// empty list is refused as without it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_the_module_a_request_to_an_empty_list_is_refused_as_without() {
     let answers = ask(Flavor::with_module, true).await;

@@ -380,6 +380,9 @@ async fn a_single_peer_is_retried_and_counted() {
 /// 127.0.0.2), the name then resolves to both of them, and only the
 /// static backup at 127.0.0.3 is untried; the patch rescues the request
 /// there, once.
+///
+/// Non-regression guard: the patch's own history, which the module must
+/// leave alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_module_in_the_patched_nginx_leaves_its_hand_backs_alone() {
     if !Flavor::patched_available() {
@@ -494,6 +497,8 @@ async fn a_dead_primary_handed_back_stays_dead() {
 }
 
 /// The patched nginx, without the module: its history's hand-back.
+///
+/// Non-regression guard: the patched nginx, without the module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn patched_nginx_keeps_a_handed_back_dead_primary_dead() {
     if !Flavor::patched_available() {

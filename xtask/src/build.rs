@@ -224,7 +224,7 @@ pub fn cargo_build_against_in(dir: &Path, objs: &Path, target: &Path) -> Result<
             "export-modules",
             "--target-dir",
         ])
-        .arg(&target)
+        .arg(target)
         .env("NGINX_BUILD_DIR", objs)
         .env_remove("NGINX_SOURCE_DIR"))?;
     let module = target
