@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, ADDR_A, ADDR_B};
 use crate::dns::{Answer, DnsServer};
-use crate::load::{Client, Response};
+use crate::load::{open_loop, Client, Response, Sent};
 use crate::memcheck::patience;
+use crate::metrics::{log, NoLiveCause, Protocol};
 use crate::nginx::{Config, Flavor, Nginx};
 use crate::shared::{probe_clients, status_handler, KEEPALIVE_LOCATION, UPSTREAM};
 use crate::{accesslog::Entry, errorlog};
@@ -498,6 +499,64 @@ impl Lab {
         held.close();
         let response = request.await.expect("client task");
         (response, released.elapsed())
+    }
+
+    /// A binary upgrade (USR2, then QUIT to the old master; nginx must run
+    /// as a daemon, `Spec::daemon`) under a steady load: 100 GETs a second
+    /// of `/steady/N`, each on a new connection (a pooled one that the old
+    /// worker closes while idle would fail on the client's side of the
+    /// keepalive race), for 6 s, the upgrade 1 s in. What the load got.
+    pub async fn upgrade_under_load(&mut self) -> Vec<Sent> {
+        let client = Client::without_keepalive(self.nginx.url(""));
+        let load = tokio::spawn(async move {
+            open_loop(&client, 100.0, Duration::from_secs(6), |i| {
+                (reqwest::Method::GET, format!("/steady/{i}"), None)
+            })
+            .await
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.nginx.binary_upgrade().await;
+        load.await.expect("the load")
+    }
+
+    /// What [`Lab::upgrade_under_load`] may lose: a new master is a new
+    /// process tree with fresh shared memory, so its worker's peer list
+    /// for `server NAME resolve` is empty until its first DNS answer, and
+    /// requests in that window get `no live upstreams` (cause `empty`),
+    /// with or without the module. That is the only failure allowed: every
+    /// non-200 is such a 502, none is a transport error, nothing is a
+    /// generation or unavailable refusal; and the window is the new
+    /// worker's first DNS answer, milliseconds on loopback (1 request of
+    /// 600 in the README), so a cap of 2% fails a run where the upgrade
+    /// itself dropped the load.
+    pub fn assert_upgrade_lost_only_the_empty_list(&self, sent: &[Sent]) {
+        let failed: Vec<_> = sent.iter().filter(|s| s.response.status() != 200).collect();
+        assert!(
+            failed.iter().all(|s| s.response.status() == 502),
+            "{failed:?}"
+        );
+        let log = self.nginx.error_log();
+        // The load's refusals only: start-up probes before the first DNS
+        // answer excuse nothing.
+        let causes: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&log::no_live_prefix(Protocol::Http, UPSTREAM)))
+            .filter(|l| l.contains(" /steady/"))
+            .collect();
+        let empty = log::no_live_marker(Protocol::Http, UPSTREAM, NoLiveCause::Empty);
+        assert!(causes.iter().all(|l| l.contains(&empty)), "{causes:#?}");
+        assert!(
+            failed.len() <= causes.len(),
+            "{} failed, {} empty-list refusals",
+            failed.len(),
+            causes.len()
+        );
+        assert!(
+            failed.len() * 50 <= sent.len(),
+            "{} of {} requests failed across the upgrade",
+            failed.len(),
+            sent.len()
+        );
     }
 
     /// Reloads nginx (SIGHUP) and starts over with new clients: the old

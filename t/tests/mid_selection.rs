@@ -83,6 +83,20 @@ async fn workers(nginx: &Nginx) -> [libc::pid_t; 2] {
     }
 }
 
+/// Until a request under `prefix` is answered 200: the name resolved
+/// (until then the list is empty: 502).
+async fn ready(nginx: &Nginx, prefix: &str) {
+    let any = Client::new(nginx.url(""));
+    let deadline = Instant::now() + patience(Duration::from_secs(10));
+    for k in 0.. {
+        if any.get(&format!("{prefix}{k}")).await.status() == 200 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{}", nginx.error_log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Which worker answered.
 fn worker(r: &Response) -> libc::pid_t {
     r.headers["x-worker"].to_str().unwrap().parse().unwrap()
@@ -170,16 +184,7 @@ impl Run {
     async fn start_with(dns: DnsServer, backend: Backend, config: &Config) -> Run {
         let nginx = Nginx::start(config);
         let pids = workers(&nginx).await;
-        // Ready: the name resolved (until then the list is empty: 502).
-        let any = Client::new(nginx.url(""));
-        let deadline = Instant::now() + patience(Duration::from_secs(10));
-        for k in 0.. {
-            if any.get(&format!("/ready/{k}")).await.status() == 200 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{}", nginx.error_log());
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        ready(&nginx, "/ready/").await;
         let (on_0, on_1) = pinned(&nginx, pids).await;
         Run {
             nginx,
@@ -747,16 +752,7 @@ async fn a_full_zone_at_a_reload_still_rescues_and_says_so() {
             .var("NEW_LOCATION", location)
     };
     let nginx = Nginx::start(&config(false));
-    let ready = Client::new(nginx.url(""));
-    let deadline = Instant::now() + patience(Duration::from_secs(10));
-    for k in 0.. {
-        if ready.get(&format!("/be/ready/{k}")).await.status() == 200 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{}", nginx.error_log());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    drop(ready);
+    ready(&nginx, "/be/ready/").await;
 
     // The reload, with the master's allocation of newcomer's counters
     // failing.

@@ -1176,8 +1176,8 @@ async fn check_dashboard(prom: &Server, nginx: &str) -> usize {
 /// sees that as exactly one reset of `rescued_total`, after which
 /// `increase()` counts on from the new master's rescues. No request of the
 /// load fails for the module's sake: the only 502s allowed are the new
-/// worker's list before its first DNS answer (`binary_upgrade_keeps_serving`
-/// in reload.rs says why), at most 2%.
+/// worker's list before its first DNS answer, at most 2%
+/// (`Lab::assert_upgrade_lost_only_the_empty_list`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_binary_upgrade_is_one_reset_to_prometheus() {
     let mut lab = Lab::start_spec(Spec {
@@ -1211,23 +1211,8 @@ async fn a_binary_upgrade_is_one_reset_to_prometheus() {
     )
     .await;
 
-    let client = Client::without_keepalive(lab.nginx.url(""));
-    let load = tokio::spawn(async move {
-        open_loop(&client, 100.0, Duration::from_secs(6), |i| {
-            (Method::GET, format!("/steady/{i}"), None)
-        })
-        .await
-    });
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    lab.nginx.binary_upgrade().await;
-    let sent = load.await.unwrap();
-    let failed: Vec<_> = sent.iter().filter(|s| s.response.status() != 200).collect();
-    assert!(
-        failed.iter().all(|s| s.response.status() == 502) && failed.len() * 50 <= sent.len(),
-        "{} of {} failed across the upgrade: {failed:?}",
-        failed.len(),
-        sent.len()
-    );
+    let sent = lab.upgrade_under_load().await;
+    lab.assert_upgrade_lost_only_the_empty_list(&sent);
 
     lab.reload_clients();
     assert_eq!(

@@ -71,6 +71,19 @@ fn refusing(name: &str) -> String {
     )
 }
 
+/// `upstreams` (with `location` to one of them), and if `old`, upstream
+/// `old_only` at `/old` too: a configuration and the next one, which
+/// drops `old_only`.
+fn with_old_only(upstreams: String, location: (&str, &str), old: bool) -> String {
+    let mut h = upstreams;
+    let mut locations = vec![location];
+    if old {
+        h.push_str(&refusing("old_only"));
+        locations.push(("/old", "old_only"));
+    }
+    h + &server(&locations)
+}
+
 /// Two requests to `path`, the second of which nginx answers `no live
 /// upstreams` (502).
 async fn make_unavailable(client: &Client, path: &str) {
@@ -237,17 +250,12 @@ async fn names_are_matched_in_full_and_as_nginx_compares_them() {
 async fn an_old_worker_still_running_keeps_its_upstreams_counters() {
     let backend = Backend::start().await;
     let http = |old: bool| {
-        let mut h = format!(
+        let h = format!(
             "upstream stays {{ zone shared 1m; server {ADDR_A}:{}; keepalive 4; \
              generation_retry_resnapshot on; }}\n    ",
             backend.port()
         );
-        let mut locations = vec![("/hold", "stays")];
-        if old {
-            h.push_str(&refusing("old_only"));
-            locations.push(("/old", "old_only"));
-        }
-        h + &server(&locations)
+        with_old_only(h, ("/hold", "stays"), old)
     };
     let nginx = Nginx::start(&Config::new(Flavor::with_module(), http(true)));
     let client = Client::new(nginx.url(""));
@@ -496,15 +504,7 @@ impl WorkerTable {
 /// unrecorded-workers-ignored is what it catches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_worker_table_is_said_and_frees_nothing() {
-    let http = |old: bool| {
-        let mut h = refusing("stays");
-        let mut locations = vec![("/stays", "stays")];
-        if old {
-            h.push_str(&refusing("old_only"));
-            locations.push(("/old", "old_only"));
-        }
-        h + &server(&locations)
-    };
+    let http = |old: bool| with_old_only(refusing("stays"), ("/stays", "stays"), old);
     let nginx = Nginx::start(&Config::new(Flavor::with_module(), http(true)));
     let client = Client::new(nginx.url(""));
     assert_eq!(client.get("/status").await.status(), 200);
