@@ -527,7 +527,7 @@ impl Lab {
     /// non-200 is such a 502, none is a transport error, nothing is a
     /// generation or unavailable refusal; and the window is the new
     /// worker's first DNS answer, milliseconds on loopback (1 request of
-    /// 600 in the README), so a cap of 2% fails a run where the upgrade
+    /// 600 in one run the README cites), so a cap of 2% fails a run where the upgrade
     /// itself dropped the load.
     pub fn assert_upgrade_lost_only_the_empty_list(&self, sent: &[Sent]) {
         let failed: Vec<_> = sent.iter().filter(|s| s.response.status() != 200).collect();
