@@ -5,7 +5,8 @@
 //! module (nginx-module-acme) from a tarball with every crate vendored, and
 //! Debian's builders have no network either. So the tarball is what
 //! `./configure --add-dynamic-module=<it>` and `make modules` need and no
-//! more: `config`, `config.make`, the module and `module/core`, their
+//! more: `config`, `config.make`, the module (its build script and the
+//! layout gate in `build/`) and `module/core`, their
 //! manifests, the README and `docs/`, every crate in `vendor/` (`cargo
 //! vendor --locked`) and a `.cargo/config.toml` that builds from there with
 //! the network off (`config.make` runs cargo in the module's directory, so
@@ -45,7 +46,7 @@ const ROOT_FILES: &[&str] = &[
 ];
 
 /// The directories that go into the release (without any `target/`).
-const DIRS: &[&str] = &["module", "docs"];
+const DIRS: &[&str] = &["module", "build", "docs"];
 
 /// Licence files, under whichever of these names they have.
 const LICENSE_PREFIXES: &[&str] = &["LICENSE", "LICENCE", "COPYING", "NOTICE"];
