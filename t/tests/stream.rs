@@ -7,9 +7,7 @@ use generation_retry_t::scenario::patched_rescue_line;
 use std::time::{Duration, Instant};
 
 use generation_retry_t::dns::Answer;
-use generation_retry_t::stream::{
-    BlackHole, Session, StreamLab, StreamRace, StreamSpec, HOLE, NAME, NEW,
-};
+use generation_retry_t::stream::{Session, StreamLab, StreamRace, StreamSpec, HOLE, NAME, NEW};
 
 /// `$upstream_addr` of a race that failed over: the black hole, then `rest`.
 fn addr_after_hole(lab: &StreamLab, rest: &str) -> String {
@@ -310,10 +308,8 @@ async fn patched_nginx_keeps_a_handed_back_dead_primary_dead() {
 
 async fn dead_primary_handed_back(flavor: Flavor) {
     let module = flavor.module.is_some();
-    let mut dead = BlackHole::start().await;
-    let dead_port = dead.port();
-    // Refused from the start.
-    dead.close();
+    // Refused: nothing listens on port 1 (the harness never binds it).
+    let dead_port = 1;
     let mut spec = StreamSpec::new(flavor, 1);
     spec.pre = format!("server {HOLE}:{dead_port} weight=100 max_fails=2 fail_timeout=30s;");
     spec.primary = "max_fails=0".into();
