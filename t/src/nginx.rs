@@ -674,6 +674,45 @@ impl Drop for Nginx {
     }
 }
 
+/// The matrix's module target directory: `GENERATION_RETRY_MODULE_TARGET_DIR`,
+/// else `target/module-cargo`.
+pub fn module_target_dir() -> PathBuf {
+    std::env::var_os("GENERATION_RETRY_MODULE_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/module-cargo"),
+            PathBuf::from,
+        )
+}
+
+/// `cargo build --release` of the module against the nginx tree whose
+/// objs are `objs` (`NGINX_BUILD_DIR`), as `cargo xtask build` builds it,
+/// in the matrix's module target directory
+/// (`GENERATION_RETRY_MODULE_TARGET_DIR`, else `target/module-cargo`),
+/// whose dependencies are built: the command, for the caller's own
+/// environment and run.
+pub fn module_build(objs: &Path) -> std::process::Command {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = module_target_dir();
+    let mut c = std::process::Command::new(env!("CARGO"));
+    c.current_dir(&workspace)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--package",
+            "ngx_http_upstream_generation_retry_module",
+            "--no-default-features",
+            "--features",
+            "export-modules",
+            "--target-dir",
+        ])
+        .arg(target)
+        .env("NGINX_BUILD_DIR", objs)
+        .env_remove("RUSTFLAGS");
+    c
+}
+
 /// Sends `sig` to process `pid` (a master this harness started or adopted).
 pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) {
     // SAFETY: kill(2) takes plain integers and touches no memory of ours.

@@ -7,10 +7,7 @@
 //! builds (a newer ngx, or Angie's structure), this test fails and says
 //! so: then the module joins Angie's matrix.
 
-use std::path::Path;
-use std::process::Command;
-
-use generation_retry_t::nginx::install_dir;
+use generation_retry_t::nginx::{install_dir, module_build};
 
 /// Non-regression guard: a build check of ngx 0.5 against Angie; no
 /// module runs.
@@ -28,27 +25,7 @@ fn ngx_0_5_cannot_build_for_angie_yet() {
         );
         return;
     }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = Command::new(env!("CARGO"))
-        .current_dir(&workspace)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--package",
-            "ngx_http_upstream_generation_retry_module",
-            "--no-default-features",
-            "--features",
-            "export-modules",
-            "--target-dir",
-        ])
-        // The matrix's module target directory: its dependencies are built.
-        .arg(
-            std::env::var_os("GENERATION_RETRY_MODULE_TARGET_DIR")
-                .filter(|d| !d.is_empty())
-                .map_or_else(|| workspace.join("target/module-cargo"), Into::into),
-        )
-        .env("NGINX_BUILD_DIR", &objs)
+    let out = module_build(&objs)
         .env_remove("NGINX_SOURCE_DIR")
         .output()
         .expect("run cargo");

@@ -12,7 +12,6 @@
 //! having compared that bit (the gate's report says so).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use generation_retry_t::nginx;
 
@@ -34,41 +33,14 @@ fn tree() -> (PathBuf, PathBuf) {
     (patched.join("src"), patched.join("objs"))
 }
 
-fn workspace() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
 /// Non-regression guard: a check of the build, not of the module's work.
 #[test]
 fn a_misplaced_bitfield_the_module_calls_fails_the_build_naming_it() {
     let (source, objs) = tree();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let target = std::env::var_os("GENERATION_RETRY_MODULE_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::var_os("CARGO_TARGET_DIR")
-                .map_or_else(|| workspace().join("target"), PathBuf::from)
-                .join("module-cargo")
-        });
     let build = |gate: bool| {
-        let mut c = Command::new(&cargo);
-        c.current_dir(workspace())
-            .args([
-                "build",
-                "--release",
-                "--locked",
-                "--package",
-                "ngx_http_upstream_generation_retry_module",
-                "--no-default-features",
-                "--features",
-                "export-modules",
-                "--target-dir",
-            ])
-            .arg(&target)
-            .env("NGINX_SOURCE_DIR", &source)
-            .env("NGINX_BUILD_DIR", &objs)
-            .env("GENERATION_RETRY_LAYOUT_GATE_CALLED", "header_only")
-            .env_remove("RUSTFLAGS");
+        let mut c = nginx::module_build(&objs);
+        c.env("NGINX_SOURCE_DIR", &source)
+            .env("GENERATION_RETRY_LAYOUT_GATE_CALLED", "header_only");
         if gate {
             c.env_remove("GENERATION_RETRY_LAYOUT_GATE");
         } else {
@@ -101,7 +73,7 @@ fn a_misplaced_bitfield_the_module_calls_fails_the_build_naming_it() {
             "nginx {major}.{minor}.{patch}: bindgen places header_only right, the build must pass:\n{said}"
         );
         // It passed having compared header_only, not by skipping it.
-        let report = newest_report(&target);
+        let report = newest_report(&nginx::module_target_dir());
         assert!(
             report
                 .lines()
