@@ -428,3 +428,32 @@ fn a_tried_peer_disabled_where_no_other_peer_served_is_unavailable() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].1, Family::Unavailable, "{}", got[0].2);
 }
+
+/// The list held A, B and C; a request tried A, and its retry was refused
+/// while C was out (disabled by another request) and after which only A
+/// served (the list became {A}). B had no line: the retry could have taken
+/// it, so C being out is not why it was refused, and the change makes it
+/// the race. With B disabled too, nothing of the list was left for the
+/// retry: `unavailable`.
+#[test]
+fn one_peer_out_of_several_untried_is_not_why_a_retry_was_refused() {
+    for b_out in [false, true] {
+        let mut l = Logs::default();
+        l.serve(A, 0, 3_000);
+        l.serve(B, 5, 1_000);
+        l.serve(C, 10, 1_000);
+        l.disabled(1_000, C);
+        if b_out {
+            l.disabled(1_000, B);
+        }
+        l.access(1_200, 150, 502, &format!("{A}, be"));
+        let got = l.families();
+        assert_eq!(got.len(), 1);
+        let want = if b_out {
+            Family::Unavailable
+        } else {
+            Family::GenerationRetry
+        };
+        assert_eq!(got[0].1, want, "B out: {b_out}: {}", got[0].2);
+    }
+}

@@ -138,7 +138,9 @@ impl<'a> Classifier<'a> {
     /// fail_timeout before `t` (its second included), not the request's
     /// own line nor about a peer it tried (where `held` has a peer it did
     /// not try), with that address among `held` (when given), and not
-    /// serving since (a success re-enables a peer).
+    /// serving since (a success re-enables a peer). Where `held` has peers
+    /// the request did not try, each of them must be so out (the latest
+    /// such line is returned).
     fn down_peer(
         &self,
         s: &Skeleton,
@@ -154,9 +156,10 @@ impl<'a> Classifier<'a> {
         });
         // An error line's time is its second's start: `t`'s own second is
         // in.
-        self.errors_between(t - self.lookback(u), t)
+        let mut out = self
+            .errors_between(t - self.lookback(u), t)
             .rev()
-            .find(|ei| {
+            .filter(|ei| {
                 let kept = &self.data.errors[*ei];
                 let counts = match kept.kind {
                     ErrorKind::Disabled => true,
@@ -189,7 +192,27 @@ impl<'a> Classifier<'a> {
                     since < t && timeline.seen_ids(u, since, t - 1).contains(&id)
                 });
                 !served_since
-            })
+            });
+        let Some(held) = held.filter(|_| untried_held) else {
+            return out.next();
+        };
+        // A retry is refused for want of a peer only if every peer the list
+        // held that the request had not tried was out: one with no line
+        // could have taken it, so a line about another says nothing.
+        let lines: Vec<usize> = out.collect();
+        let mut latest = None;
+        for id in held {
+            let addr = timeline.addr(*id);
+            if s.tried.iter().any(|a| a == addr) {
+                continue;
+            }
+            let line = lines
+                .iter()
+                .copied()
+                .find(|ei| self.data.error_upstream(&self.data.errors[*ei]) == Some(addr))?;
+            latest = latest.max(Some(line));
+        }
+        latest
     }
 
     /// Whether the peer error `ei` of `u` takes its peer out by `t`: `u`'s
