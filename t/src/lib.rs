@@ -40,7 +40,7 @@ pub fn repeats(default: usize) -> usize {
 }
 
 /// How long the reload soak runs: `default` seconds, or
-/// `GENERATION_RETRY_SOAK_SECONDS` (at least 20; the matrix runs 20).
+/// `GENERATION_RETRY_SOAK_SECONDS` (at least 20).
 pub fn soak_seconds(default: u64) -> u64 {
     match std::env::var("GENERATION_RETRY_SOAK_SECONDS") {
         Ok(v) => v

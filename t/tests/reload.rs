@@ -99,15 +99,16 @@ async fn reload_adds_and_removes_upstreams_and_switches_off_to_on() {
     lab.finish();
 }
 
-/// SIGHUP every 2 s for a minute under the lab's load, DNS swaps and
+/// SIGHUP every 2 s for 30 s under the lab's load, DNS swaps and
 /// reclaim, module on: no crash, no alert (the run fails on either), no
 /// generation 502, and the counters kept counting across every reload (the
-/// shared count equals the rescues the workers logged). The other versions
-/// of the matrix run it for 20 s (`GENERATION_RETRY_SOAK_SECONDS`), with
-/// the thresholds scaled.
+/// shared count equals the rescues the workers logged). The thresholds
+/// are per minute, scaled; `GENERATION_RETRY_SOAK_SECONDS` runs it longer,
+/// and `cargo xtask soak` reloads every 2 s for ten minutes (with an
+/// upgrade and a killed worker), which CI has no time for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reload_every_two_seconds_under_load() {
-    let seconds = generation_retry_t::soak_seconds(60);
+    let seconds = generation_retry_t::soak_seconds(30);
     let opts = Options {
         rate: 200.0,
         duration: Duration::from_secs(seconds),
