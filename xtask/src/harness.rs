@@ -97,7 +97,7 @@ pub fn matrix_tests(version: &str) -> &'static [&'static str] {
 }
 
 /// The matrix's shorter runs: 5 scripted races per test instead of 10 or
-/// 20, and a 20 s reload soak instead of a minute (the default version runs
+/// 20, and a 20 s reload soak instead of 30 s (the default version runs
 /// them in full).
 pub fn matrix_env(cmd: &mut Command) {
     cmd.env("GENERATION_RETRY_REPEATS", "5")
