@@ -455,5 +455,12 @@ fn one_peer_out_of_several_untried_is_not_why_a_retry_was_refused() {
             Family::GenerationRetry
         };
         assert_eq!(got[0].1, want, "B out: {b_out}: {}", got[0].2);
+        // The reason says the verdict rests on both lines.
+        assert_eq!(
+            got[0].2.contains("as 1 other peer of the list"),
+            b_out,
+            "{}",
+            got[0].2
+        );
     }
 }

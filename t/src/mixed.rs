@@ -515,18 +515,19 @@ fn schedules(layout: Layout, dns: &DnsServer) {
     dns.set("nx.test", nx);
 }
 
-/// How long the load goes on after every name stops changing: nginx
-/// re-resolves within `valid=1s`, so each list's last change is followed by
-/// a second or more of traffic that shows it, as in any log but one cut at
-/// that moment. Without it, a race in the run's last second has nothing
-/// logged after it to tell it from a peer going out of service, and which
-/// run ends on one is the clock's draw: a CI run at a0a04e5 lost 9 of its 84
-/// races there (diagnose/README.md, "Accuracy", says where the tool stands
-/// on a cut log).
+/// How long the load goes on after every name answers one fixed set:
+/// nginx takes that set at its next re-resolve (`valid=1s`), itself a last
+/// change, so each list's last change is followed by a second or more of
+/// traffic that shows it, as in any log but one cut at that moment.
+/// Without it, a race near the run's end has little or nothing logged
+/// after it to tell it from a peer going out of service, and which run
+/// ends on one is the clock's draw: a CI run at a0a04e5 misplaced 9 of its
+/// 84 races, all among the last 1.7 s of requests (diagnose/README.md,
+/// "Accuracy", says where the tool stands on a cut log).
 const STILL_TAIL: Duration = Duration::from_millis(2_500);
 
-/// Every name of both schedules, fixed at one answer of its cycle (an
-/// address, so that the list's last state serves and shows itself).
+/// Every name of both schedules, fixed at one address set (not NXDOMAIN),
+/// so that the list's last state serves and shows itself.
 fn still_schedules(dns: &DnsServer) {
     dns.set_a("move1.test", ADDR_A);
     dns.set("move2.test", Answer::A(vec![ADDR_A, ADDR_B, ADDR_C]));

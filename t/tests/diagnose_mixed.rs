@@ -116,15 +116,16 @@ const HELD_OUT_SHARE: [[(&str, f64); 4]; 5] = [
     ],
     // The stream logs of [`mixed::STREAM_LOGS`] (six runs since the still
     // tail: 100%; before it a race at the run's end had no session after
-    // it to show the change, and the floor was 85%).
+    // it to show the change, and the floor was 85%). About 35 races a run:
+    // 90% leaves three misplaced.
     [
-        ("generation-retry", 0.95),
+        ("generation-retry", 0.90),
         ("unavailable", 0.98),
         ("empty", 0.95),
         ("other", 0.99),
     ],
     [
-        ("generation-retry", 0.95),
+        ("generation-retry", 0.90),
         ("unavailable", 0.98),
         ("empty", 0.95),
         ("other", 0.99),

@@ -103,7 +103,8 @@ async fn reload_adds_and_removes_upstreams_and_switches_off_to_on() {
 /// reclaim, module on: no crash, no alert (the run fails on either), no
 /// generation 502, and the counters kept counting across every reload (the
 /// shared count equals the rescues the workers logged). The thresholds
-/// are per minute, scaled; `GENERATION_RETRY_SOAK_SECONDS` runs it longer,
+/// are per minute, scaled; `GENERATION_RETRY_SOAK_SECONDS` sets its length
+/// (20 s or more),
 /// and `cargo xtask soak` reloads every 2 s for ten minutes (with an
 /// upgrade and a killed worker), which CI has no time for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

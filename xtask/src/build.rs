@@ -188,10 +188,11 @@ pub fn module_against(objs: &Path, tree_stamp: &str, dest: &Path) -> Result<Path
     Ok(so)
 }
 
-/// A fingerprint of everything the module is compiled from.
+/// A fingerprint of everything the module is compiled from (`build/` holds
+/// the layout gate `build.rs` runs: a changed gate must run again).
 pub fn module_sources() -> Result<String> {
     let mut parts = Vec::new();
-    for top in ["Cargo.toml", "Cargo.lock", "build.rs", "module"] {
+    for top in ["Cargo.toml", "Cargo.lock", "build.rs", "build", "module"] {
         for f in files(&root().join(top), &|n| n == "target")? {
             parts.push(f.to_string_lossy().into_owned().into_bytes());
             parts.push(fs::read(&f).map_err(|e| format!("{}: {e}", f.display()))?);

@@ -31,8 +31,9 @@ pub fn command(args: &[String]) -> Result {
         Which::All => {
             // The default version first, alone: the lab's claims are timed
             // on a machine that does nothing else. Its nginx-tests come
-            // after the first matrix build has started (below): they time
-            // nothing of ours, and the build would otherwise wait for them.
+            // after the first matrix build has started (below), as every
+            // matrix version's nginx-tests run beside the next build: the
+            // build would otherwise wait for them.
             let started = Instant::now();
             let built = build::build_version(DEFAULT, None);
             let default_built = built.as_ref().ok().cloned();

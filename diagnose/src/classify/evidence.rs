@@ -35,7 +35,8 @@ impl<'a> Classifier<'a> {
         self.resolves.get(&name).is_some_and(|set| set.contains(u))
     }
 
-    /// `unavailable`, if a peer of `u` is out of service at `t` (see
+    /// `unavailable`, if a peer of `u` is out of service at `t` (every
+    /// untried peer of `held`, where it has any: see
     /// [`Classifier::down_peer`]) and `u` has no `backup` server (nginx
     /// turns to the backups when its primaries are out).
     pub(super) fn unavailable(
@@ -53,17 +54,24 @@ impl<'a> Classifier<'a> {
         if options.with_backup.contains(u) && !options.primary_peers.contains_key(u) {
             return None;
         }
-        let ei = self.down_peer(s, u, t, peer_errors, held)?;
+        let (ei, others) = self.down_peer(s, u, t, peer_errors, held)?;
         let kept = &self.data.errors[ei];
         let peer = self.data.error_upstream(kept).unwrap_or("a peer");
         let what = match kept.kind {
             ErrorKind::Disabled => "was temporarily disabled (max_fails)",
             _ => "failed",
         };
+        let and_others = match others {
+            0 => String::new(),
+            n => format!(
+                ", as {n} other peer{} of the list the request had not tried",
+                if n == 1 { "" } else { "s" }
+            ),
+        };
         Some((
             Family::Unavailable,
             format!(
-                "{peer} {what} at {} and has not served since",
+                "{peer} {what} at {} and has not served since{and_others}",
                 self.data.error_time_text(kept)
             ),
             Some(ei),
@@ -140,7 +148,7 @@ impl<'a> Classifier<'a> {
     /// not try), with that address among `held` (when given), and not
     /// serving since (a success re-enables a peer). Where `held` has peers
     /// the request did not try, each of them must be so out (the latest
-    /// such line is returned).
+    /// such line is returned, with how many other peers were so out).
     fn down_peer(
         &self,
         s: &Skeleton,
@@ -148,7 +156,7 @@ impl<'a> Classifier<'a> {
         t: i64,
         peer_errors: bool,
         held: Option<&BTreeSet<u32>>,
-    ) -> Option<usize> {
+    ) -> Option<(usize, usize)> {
         let timeline = &self.data.timeline;
         let untried_held = held.is_some_and(|h| {
             h.iter()
@@ -194,13 +202,14 @@ impl<'a> Classifier<'a> {
                 !served_since
             });
         let Some(held) = held.filter(|_| untried_held) else {
-            return out.next();
+            return out.next().map(|ei| (ei, 0));
         };
         // A retry is refused for want of a peer only if every peer the list
         // held that the request had not tried was out: one with no line
         // could have taken it, so a line about another says nothing.
         let lines: Vec<usize> = out.collect();
         let mut latest = None;
+        let mut out_of_service = 0;
         for id in held {
             let addr = timeline.addr(*id);
             if s.tried.iter().any(|a| a == addr) {
@@ -211,8 +220,9 @@ impl<'a> Classifier<'a> {
                 .copied()
                 .find(|ei| self.data.error_upstream(&self.data.errors[*ei]) == Some(addr))?;
             latest = latest.max(Some(line));
+            out_of_service += 1;
         }
-        latest
+        latest.map(|ei| (ei, out_of_service - 1))
     }
 
     /// Whether the peer error `ei` of `u` takes its peer out by `t`: `u`'s

@@ -20,7 +20,8 @@ impl Classifier<'_> {
     ///    or more, each seen serving before; a change then counts only if
     ///    seen by the refusal), or a
     ///    peer of the upstream disabled or failing within fail_timeout and
-    ///    not serving since: `unavailable`;
+    ///    not serving since (where the list held peers the request did not
+    ///    try, every one of those): `unavailable`;
     /// 4. else a list of one peer (nginx never marks a single peer down)
     ///    or a change seen in the window: `generation-retry`; else
     ///    `unavailable`.
