@@ -157,6 +157,55 @@ fn race_reproduced(c: &Counts, text: &str) -> bool {
         && failed.iter().all(|l| *l == STOCK_FAILS)
 }
 
+/// The files of a prove run that died in `Test::Nginx::port` before their
+/// first test: ten tries at a random port of the file's 500-port block all
+/// taken (most files ask for 8080 and 8081; four ways of twelve files each
+/// share 8000-8499). Such a file ran nothing, so its result says nothing
+/// of nginx. Named by prove's summary, `NAME (Wstat: 25088 (exited 98)
+/// Tests: 0 Failed: 0)` (98 is `EADDRINUSE`, the `$!` of `die`), and only
+/// when the run says `Port limit exceeded`.
+fn out_of_ports(text: &str) -> Vec<String> {
+    if !text.contains("Port limit exceeded") {
+        return Vec::new();
+    }
+    summary_failures(text)
+        .filter(|(_, l)| l.contains("(exited 98) Tests: 0 "))
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
+/// Each file prove's `Test Summary Report` lists, with its line.
+fn summary_failures(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    text.lines()
+        .skip_while(|l| l.trim() != "Test Summary Report")
+        .filter(|l| !l.starts_with(char::is_whitespace) && l.contains(" (Wstat: "))
+        .filter_map(|l| Some((l.split_whitespace().next()?, l)))
+}
+
+/// One way's result with the files that found no port run again: their
+/// tests added, and passed only if every file that failed the first time
+/// was one of them and the second run passed.
+fn rerun(
+    first: Counts,
+    text: &str,
+    lost: &[String],
+    again: Counts,
+    again_text: &str,
+) -> (Counts, String) {
+    let only_ports = summary_failures(text).all(|(name, _)| lost.iter().any(|l| l == name));
+    let counts = Counts {
+        files: first.files,
+        tests: first.tests + again.tests,
+        skipped_files: first.skipped_files + again.skipped_files,
+        passed: only_ports && again.passed,
+    };
+    let text = format!(
+        "{text}\nxtask: run again alone: {}\n{again_text}",
+        lost.join(" ")
+    );
+    (counts, text)
+}
+
 /// Where prove runs: every entry of the suite's directory linked (nginx's
 /// files find `lib/` and their data through it) and [`OURS`] copied, so
 /// that the suite itself (the mirror's unpacked copy, or the operator's
@@ -274,6 +323,30 @@ pub fn step(built: &Built) -> Step {
             })
             .collect()
     });
+    // A file that found no free port (the ways share Test::Nginx's
+    // 500-port blocks) ran nothing: it runs again alone, now that the
+    // others are done, and the line says so.
+    let results: Vec<(&str, Result<(Counts, String)>)> = results
+        .into_iter()
+        .zip(&ways)
+        .map(|((name, r), (_, _, binary, module))| {
+            let r = r.and_then(|(c, text)| {
+                let lost = out_of_ports(&text);
+                if lost.is_empty() {
+                    return Ok((c, text));
+                }
+                println!(
+                    "xtask: nginx-tests {} {name}: {} found no free port in Test::Nginx's \
+                     range (\"Port limit exceeded\") and ran no test: run again alone",
+                    built.version,
+                    lost.join(", ")
+                );
+                let (again, again_text) = way(&dir, &lost, binary, *module)?;
+                Ok(rerun(c, &text, &lost, again, &again_text))
+            });
+            (name, r)
+        })
+        .collect();
     step.ok = true;
     // With the module or patched, the same files must run as on stock,
     // plus ours: a `try_run` that could not start nginx (a module that
@@ -382,6 +455,52 @@ mod tests {
         // A stock nginx that passes them has no race to show.
         let passed = "Files=2, Tests=12, 14 wallclock secs\nResult: PASS\n";
         assert!(!race_reproduced(&parse(passed), passed));
+    }
+
+    /// The end of a stock run on master-3f6f782 in a clean-clone CI run
+    /// (def3438): one file found no port, the other 45 passed.
+    const NO_PORT: &str = "stream_upstream_zone.t ............ \n\
+        Dubious, test returned 98 (wstat 25088, 0x6200)\nFailed 4/4 subtests \n\
+        upstream.t ........................ ok\n\nTest Summary Report\n-------------------\n\
+        stream_upstream_zone.t          (Wstat: 25088 (exited 98) Tests: 0 Failed: 0)\n  \
+        Non-zero exit status: 98\n  Parse errors: Bad plan.  You planned 4 tests but ran 0.\n\
+        Files=46, Tests=771, 43 wallclock secs ( 0.24 usr)\nResult: FAIL\n\
+        Port limit exceeded at lib/Test/Nginx.pm line 461.\n";
+
+    #[test]
+    fn a_file_that_found_no_port_runs_again_and_only_it_is_forgiven() {
+        let lost = out_of_ports(NO_PORT);
+        assert_eq!(lost, ["stream_upstream_zone.t"]);
+        let again = "stream_upstream_zone.t .. ok\nAll tests successful.\n\
+                     Files=1, Tests=4, 2 wallclock secs\nResult: PASS\n";
+        let (c, text) = rerun(parse(NO_PORT), NO_PORT, &lost, parse(again), again);
+        assert!(c.passed && c.tests == 775 && c.files == 46, "{c:?}");
+        assert!(text.contains("run again alone: stream_upstream_zone.t"));
+        // The second run failing fails the way.
+        let failed = again.replace("Result: PASS", "Result: FAIL");
+        assert!(
+            !rerun(parse(NO_PORT), NO_PORT, &lost, parse(&failed), &failed)
+                .0
+                .passed
+        );
+        // Another file failing for itself is not forgiven by the rerun.
+        let both = NO_PORT.replace(
+            "Files=46",
+            "upstream.t (Wstat: 256 (exited 1) Tests: 9 Failed: 1)\n  Failed test:  3\nFiles=46",
+        );
+        assert_eq!(out_of_ports(&both), ["stream_upstream_zone.t"]);
+        assert!(
+            !rerun(parse(&both), &both, &lost, parse(again), again)
+                .0
+                .passed
+        );
+        // Exit 98 without the port message (nginx itself could not bind,
+        // say) is a failure of the file, not run again.
+        let bind = NO_PORT.replace("Port limit exceeded", "Can't start nginx");
+        assert!(out_of_ports(&bind).is_empty());
+        // A file that ran tests before dying is not run again either.
+        let late = NO_PORT.replace("Tests: 0 Failed: 0", "Tests: 2 Failed: 0");
+        assert!(out_of_ports(&late).is_empty());
     }
 
     #[test]
