@@ -509,24 +509,24 @@ mod tests {
         let (c, text) = rerun(parse(NO_PORT), NO_PORT, &lost, parse(again), again);
         assert!(c.passed && c.tests == 775 && c.files == 46, "{c:?}");
         assert!(text.contains("run again alone: stream_upstream_zone.t"));
-        // The second run failing fails the way.
-        let failed = again.replace("Result: PASS", "Result: FAIL");
-        assert!(
-            !rerun(parse(NO_PORT), NO_PORT, &lost, parse(&failed), &failed)
+        // Whether the way passes, given its first run and the second.
+        let passes = |first: &str, second: &str| {
+            rerun(parse(first), first, &lost, parse(second), second)
                 .0
                 .passed
-        );
+        };
+        // The second run failing fails the way.
+        assert!(!passes(
+            NO_PORT,
+            &again.replace("Result: PASS", "Result: FAIL")
+        ));
         // Another file failing for itself is not forgiven by the rerun.
         let both = NO_PORT.replace(
             "Files=46",
             "upstream.t (Wstat: 256 (exited 1) Tests: 9 Failed: 1)\n  Failed test:  3\nFiles=46",
         );
         assert_eq!(out_of_ports(&both), ["stream_upstream_zone.t"]);
-        assert!(
-            !rerun(parse(&both), &both, &lost, parse(again), again)
-                .0
-                .passed
-        );
+        assert!(!passes(&both, again));
         // A file listed only for a TODO test that passed did not fail:
         // the rerun still makes the way pass.
         let todo = NO_PORT.replace(
@@ -534,11 +534,7 @@ mod tests {
             "upstream_sticky_route.t (Wstat: 0 Tests: 20 Failed: 0)\n  TODO passed:   17\nFiles=46",
         );
         assert_eq!(out_of_ports(&todo), ["stream_upstream_zone.t"]);
-        assert!(
-            rerun(parse(&todo), &todo, &lost, parse(again), again)
-                .0
-                .passed
-        );
+        assert!(passes(&todo, again));
         // Exit 98 without the port message (nginx itself could not bind,
         // say) is a failure of the file, not run again.
         let bind = NO_PORT.replace("Port limit exceeded", "Can't start nginx");
