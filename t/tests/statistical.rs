@@ -43,19 +43,11 @@ async fn run_group(g: Group) -> Vec<String> {
     let mut failed = Vec::new();
     for a in &arms {
         let r = run_arm(*a, &opts, |_| {}).await;
-        failed.extend(
-            a.check(&r, &opts)
-                .into_iter()
-                .map(|f| format!("{what}: {f}")),
-        );
+        failed.extend(a.check(&r, &opts));
         if let Some(truth) = truth(*a) {
             let s = score(&r, truth);
             eprintln!("generation-retry-diagnose on {}", s.line());
-            failed.extend(
-                s.failures(MIN_SHARE)
-                    .into_iter()
-                    .map(|f| format!("{what}: {f}")),
-            );
+            failed.extend(s.failures(MIN_SHARE));
         }
         results.push(r);
     }
@@ -68,7 +60,7 @@ async fn run_group(g: Group) -> Vec<String> {
     if !failed.is_empty() {
         eprintln!("{what}: the runs behind the failed claims:\n{results:#?}");
     }
-    failed
+    failed.into_iter().map(|f| format!("{what}: {f}")).collect()
 }
 
 /// Where the true family of `arm`'s 502s comes from, for the arms whose
@@ -125,8 +117,9 @@ fn groups() -> Vec<Group> {
 /// Every group at once, each on its own thread with its own runtime (as
 /// five tests would run, were libtest's two threads on two cores not the
 /// limit). An arm mostly waits on its open-loop load's schedule: the five
-/// groups together keep about half a core busy (27 s user and 14 s system
-/// in a 92 s run). Some claims are about timing (a stock no-live 502 within
+/// groups together keep about half a core busy (the whole `cargo xtask
+/// nginx-test -- lab_short_run` command took 27 s user and 14 s system
+/// in 92 s). Some claims are about timing (a stock no-live 502 within
 /// 400 ms of a swap, at least three swaps), and five runs at once on the
 /// 2-core machine kept them with room: the latest stock 502 257 ms after
 /// its swap. 79-91 s instead of 204 s two at a time (clean-clone CI,
