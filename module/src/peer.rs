@@ -365,6 +365,10 @@ fn settle<P: Proto>(
             selection.code(BUSY)
         }
         Outcome::Errored { fault, code } => {
+            // A peer handed back before the error left its name in
+            // pc->name: freed, it may be a zombie another worker's
+            // re-resolve frees, which nginx's log handler would read.
+            pc.name = ptr::from_ref(P::host(uscf)).cast_mut();
             ngx_log_error!(
                 NGX_LOG_ERR,
                 log,

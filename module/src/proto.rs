@@ -15,17 +15,18 @@ use core::ptr;
 use generation_retry_core::metrics::Protocol;
 use ngx::ffi::{
     ngx_array_t, ngx_atomic_t, ngx_conf_t, ngx_http_cleanup_t, ngx_http_conf_ctx_t,
-    ngx_http_request_t, ngx_http_upstream_main_conf_t, ngx_http_upstream_rr_peers_t,
-    ngx_http_upstream_srv_conf_t, ngx_http_upstream_t, ngx_int_t, ngx_module_t,
-    ngx_peer_connection_t, ngx_pool_t, ngx_shm_zone_t, ngx_str_t, ngx_uint_t,
+    ngx_http_request_t, ngx_http_upstream_main_conf_t, ngx_http_upstream_rr_peer_t,
+    ngx_http_upstream_rr_peers_t, ngx_http_upstream_srv_conf_t, ngx_http_upstream_t, ngx_int_t,
+    ngx_module_t, ngx_peer_connection_t, ngx_pool_t, ngx_shm_zone_t, ngx_str_t, ngx_uint_t,
 };
 #[cfg(generation_retry_stream)]
 use ngx::ffi::{
     ngx_stream_conf_ctx_t, ngx_stream_session_t, ngx_stream_upstream_main_conf_t,
-    ngx_stream_upstream_rr_peers_t, ngx_stream_upstream_srv_conf_t, ngx_stream_upstream_t,
+    ngx_stream_upstream_rr_peer_t, ngx_stream_upstream_rr_peers_t, ngx_stream_upstream_srv_conf_t,
+    ngx_stream_upstream_t,
 };
 
-use ngx::ffi::{ngx_rwlock_rlock, ngx_rwlock_unlock};
+use ngx::ffi::{ngx_rwlock_rlock, ngx_rwlock_unlock, ngx_rwlock_wlock, time_t};
 use ngx::log::DebugMask;
 
 /// `peer.init` of an upstream block of protocol `P`.
@@ -33,43 +34,114 @@ pub(crate) type InitPeer<P> = Option<
     unsafe extern "C" fn(*mut <P as Proto>::Request, *mut <P as Proto>::Upstream) -> ngx_int_t,
 >;
 
-/// A round-robin peer list: `ngx_{http,stream}_upstream_rr_peers_t`.
+/// A round-robin peer list, `ngx_{http,stream}_upstream_rr_peers_t`, and
+/// its peers, read through raw pointers: the list is in shared memory that
+/// other workers write under its locks, so no Rust reference to it (which
+/// would promise that nothing else writes it) is ever made. Each accessor
+/// reads or addresses one field with `addr_of!`.
+///
+/// # Safety
+/// Every accessor takes a pointer to a live list (or peer) of the zone,
+/// read as round-robin reads it: the list's counts and links under its
+/// read lock, or where nginx reads them without one.
 pub(crate) trait RrPeers {
+    type Peer;
     /// The zone's change counter (NULL without a zone).
-    fn config(&self) -> *mut ngx_uint_t;
-    fn number(&self) -> usize;
+    unsafe fn config(p: *const Self) -> *mut ngx_uint_t;
+    unsafe fn number(p: *const Self) -> usize;
     /// The backup list, or NULL.
-    fn next(&self) -> *const Self;
-    fn rwlock(&self) -> *mut ngx_atomic_t;
+    unsafe fn next(p: *const Self) -> *mut Self;
+    unsafe fn rwlock(p: *mut Self) -> *mut ngx_atomic_t;
     /// Whether the list lives in a shared zone (and so is locked).
-    fn shared(&self) -> bool;
+    unsafe fn shared(p: *const Self) -> bool;
+    /// The first peer, or NULL.
+    unsafe fn first(p: *const Self) -> *mut Self::Peer;
+    /// The peer after `peer` in its list, or NULL.
+    unsafe fn peer_next(peer: *const Self::Peer) -> *mut Self::Peer;
+    unsafe fn peer_addr(peer: *const Self::Peer) -> (*mut ngx::ffi::sockaddr, ngx::ffi::socklen_t);
+    /// `&peer->name`: what a balancer's get points `pc->name` at.
+    unsafe fn peer_name(peer: *const Self::Peer) -> *const ngx_str_t;
+    unsafe fn peer_down(peer: *const Self::Peer) -> bool;
+    /// `&peer->accessed` and `&peer->checked`: the last failure's time and
+    /// the last check's (round-robin's `fail_timeout` bookkeeping).
+    unsafe fn peer_times(peer: *mut Self::Peer) -> (*mut time_t, *mut time_t);
+    unsafe fn peer_lock(peer: *mut Self::Peer) -> *mut ngx_atomic_t;
 }
 
 macro_rules! rr_peers {
-    ($t:ty) => {
+    ($t:ty, $peer:ty) => {
         impl RrPeers for $t {
-            fn config(&self) -> *mut ngx_uint_t {
-                self.config
+            type Peer = $peer;
+            unsafe fn config(p: *const Self) -> *mut ngx_uint_t {
+                // SAFETY: per the trait's contract.
+                unsafe { ptr::addr_of!((*p).config).read() }
             }
-            fn number(&self) -> usize {
-                self.number
+            unsafe fn number(p: *const Self) -> usize {
+                // SAFETY: per the trait's contract.
+                unsafe { ptr::addr_of!((*p).number).read() }
             }
-            fn next(&self) -> *const Self {
-                self.next
+            unsafe fn next(p: *const Self) -> *mut Self {
+                // SAFETY: per the trait's contract.
+                unsafe { ptr::addr_of!((*p).next).read() }
             }
-            fn rwlock(&self) -> *mut ngx_atomic_t {
-                core::ptr::addr_of!(self.rwlock).cast_mut()
+            unsafe fn rwlock(p: *mut Self) -> *mut ngx_atomic_t {
+                // SAFETY: per the trait's contract; an address, no read.
+                unsafe { ptr::addr_of_mut!((*p).rwlock) }
             }
-            fn shared(&self) -> bool {
-                !self.shpool.is_null()
+            unsafe fn shared(p: *const Self) -> bool {
+                // SAFETY: per the trait's contract.
+                unsafe { !ptr::addr_of!((*p).shpool).read().is_null() }
+            }
+            unsafe fn first(p: *const Self) -> *mut $peer {
+                // SAFETY: per the trait's contract.
+                unsafe { ptr::addr_of!((*p).peer).read() }
+            }
+            unsafe fn peer_next(peer: *const $peer) -> *mut $peer {
+                // SAFETY: per the trait's contract.
+                unsafe { ptr::addr_of!((*peer).next).read() }
+            }
+            unsafe fn peer_addr(
+                peer: *const $peer,
+            ) -> (*mut ngx::ffi::sockaddr, ngx::ffi::socklen_t) {
+                // SAFETY: per the trait's contract.
+                unsafe {
+                    (
+                        ptr::addr_of!((*peer).sockaddr).read(),
+                        ptr::addr_of!((*peer).socklen).read(),
+                    )
+                }
+            }
+            unsafe fn peer_name(peer: *const $peer) -> *const ngx_str_t {
+                // SAFETY: per the trait's contract; an address, no read.
+                unsafe { ptr::addr_of!((*peer).name) }
+            }
+            unsafe fn peer_down(peer: *const $peer) -> bool {
+                // SAFETY: per the trait's contract.
+                unsafe { ptr::addr_of!((*peer).down).read() != 0 }
+            }
+            unsafe fn peer_times(peer: *mut $peer) -> (*mut time_t, *mut time_t) {
+                // SAFETY: per the trait's contract; addresses, no read.
+                unsafe {
+                    (
+                        ptr::addr_of_mut!((*peer).accessed),
+                        ptr::addr_of_mut!((*peer).checked),
+                    )
+                }
+            }
+            unsafe fn peer_lock(peer: *mut $peer) -> *mut ngx_atomic_t {
+                // SAFETY: per the trait's contract; an address, no read.
+                unsafe { ptr::addr_of_mut!((*peer).lock) }
             }
         }
     };
 }
 
-rr_peers!(ngx_http_upstream_rr_peers_t);
+rr_peers!(ngx_http_upstream_rr_peers_t, ngx_http_upstream_rr_peer_t);
 #[cfg(generation_retry_stream)]
-rr_peers!(ngx_stream_upstream_rr_peers_t);
+rr_peers!(
+    ngx_stream_upstream_rr_peers_t,
+    ngx_stream_upstream_rr_peer_t
+);
 
 /// A protocol's nginx module object, implemented where the object is
 /// defined (so this file need not import it).
@@ -114,7 +186,7 @@ pub(crate) trait Proto: Registered + Sized + 'static {
     /// The block's per-module `srv_conf` array (NULL for implicit upstreams).
     fn srv_conf(us: &Self::Upstream) -> *mut *mut c_void;
     /// `us->peer.data`: the round-robin list once `init_upstream` ran.
-    fn peers(us: &Self::Upstream) -> *const Self::Peers;
+    fn peers(us: &Self::Upstream) -> *mut Self::Peers;
     fn peer_init(us: &mut Self::Upstream) -> &mut InitPeer<Self>;
     /// The block's `peer.init` now: this module's own when no module
     /// loaded after it wrapped it again.
@@ -178,7 +250,7 @@ macro_rules! upstream_fields {
         fn srv_conf(us: &Self::Upstream) -> *mut *mut c_void {
             us.srv_conf
         }
-        fn peers(us: &Self::Upstream) -> *const Self::Peers {
+        fn peers(us: &Self::Upstream) -> *mut Self::Peers {
             us.peer.data.cast()
         }
         fn peer_init(us: &mut Self::Upstream) -> &mut InitPeer<Self> {
@@ -335,12 +407,13 @@ fn container_of<T>(pc: *mut ngx_peer_connection_t, offset: usize) -> *mut T {
 }
 
 /// The round-robin peer list of an upstream with a `zone`: after the zone is
-/// initialised, the shared-memory copy every worker sees.
-fn rr_peers<P: Proto>(us: &P::Upstream) -> Option<&P::Peers> {
-    // SAFETY: the module wraps only upstreams with a `zone`, and the zone
-    // module requires (and copies) round-robin peers into us->peer.data,
-    // which lives as long as the cycle.
-    unsafe { P::peers(us).as_ref() }
+/// initialised, the shared-memory copy every worker sees; NULL before.
+/// The module wraps only upstreams with a `zone`, and the zone module
+/// requires (and copies) round-robin peers into us->peer.data, which lives
+/// as long as the cycle: a non-NULL result is a live list for every
+/// accessor of [`RrPeers`].
+fn rr_peers<P: Proto>(us: &P::Upstream) -> *mut P::Peers {
+    P::peers(us)
 }
 
 /// The peer list's generation now (0 when the list has no counter).
@@ -350,36 +423,150 @@ fn rr_peers<P: Proto>(us: &P::Upstream) -> Option<&P::Peers> {
 /// round-robin's own check under the lock then reports as busy again.
 #[inline]
 pub(crate) fn generation<P: Proto>(us: &P::Upstream) -> usize {
-    match rr_peers::<P>(us) {
-        // SAFETY: `config` points at a counter in the zone's slab pool, which
-        // lives as long as the zone.
-        Some(p) if !p.config().is_null() => unsafe { ptr::read_volatile(p.config()) },
-        _ => 0,
+    let peers = rr_peers::<P>(us);
+    if peers.is_null() {
+        return 0;
+    }
+    // SAFETY: a live list (see `rr_peers`); `config` is set when the zone
+    // is and never changes after.
+    let config = unsafe { P::Peers::config(peers) };
+    if config.is_null() {
+        return 0;
+    }
+    // SAFETY: a counter in the zone's slab pool, which lives as long as the
+    // zone; other workers write it, hence the volatile load.
+    unsafe { ptr::read_volatile(config) }
+}
+
+/// Runs `f` with the upstream's primary list and its backup list (NULL
+/// when none) under the lists' read lock, as round-robin reads them; `None`
+/// without a list.
+fn read_locked<P: Proto, R>(
+    us: &P::Upstream,
+    f: impl FnOnce(*mut P::Peers, *mut P::Peers) -> R,
+) -> Option<R> {
+    let peers = rr_peers::<P>(us);
+    if peers.is_null() {
+        return None;
+    }
+    // SAFETY: a live list (see `rr_peers`). A zone's lists are guarded by
+    // the primary list's `rwlock` in shared memory; taking its read lock is
+    // what round-robin does to read them. `next` (backup) is NULL or a list
+    // living as long.
+    unsafe {
+        let locked = P::Peers::shared(peers);
+        let lock = P::Peers::rwlock(peers);
+        if locked {
+            ngx_rwlock_rlock(lock);
+        }
+        let r = f(peers, P::Peers::next(peers));
+        if locked {
+            ngx_rwlock_unlock(lock);
+        }
+        Some(r)
     }
 }
 
 /// Numbers of primary and backup peers, read under the list's read lock.
 /// Only on the failure path and for the status endpoint.
 pub(crate) fn peer_counts<P: Proto>(us: &P::Upstream) -> (usize, usize) {
-    let Some(peers) = rr_peers::<P>(us) else {
-        return (0, 0);
-    };
-    let lock = peers.rwlock();
-    let locked = peers.shared();
-    // SAFETY: a zone's peer lists are guarded by `rwlock` in shared memory;
-    // taking the read lock is what round-robin does to read them. `next`
-    // (backup) is NULL or a list sharing the lock's lifetime.
-    unsafe {
-        if locked {
-            ngx_rwlock_rlock(lock);
+    read_locked::<P, _>(us, |primary, backup| {
+        // SAFETY: live lists, read under their lock (see `read_locked`).
+        unsafe {
+            let backups = if backup.is_null() {
+                0
+            } else {
+                P::Peers::number(backup)
+            };
+            (P::Peers::number(primary), backups)
         }
-        let primary = peers.number();
-        let backup = peers.next().as_ref().map_or(0, |b| b.number());
-        if locked {
-            ngx_rwlock_unlock(lock);
+    })
+    .unwrap_or((0, 0))
+}
+
+/// How many peers of the upstream's lists (primary and backup), not
+/// `down`, have an address for which `tried` says yes: the peers a fresh
+/// round-robin state counts in its tries (`peers->tries` counts those not
+/// down) that a request has already tried. Under the lists' read lock.
+pub(crate) fn count_peers<P: Proto>(
+    us: &P::Upstream,
+    mut tried: impl FnMut(*mut ngx::ffi::sockaddr, ngx::ffi::socklen_t) -> bool,
+) -> usize {
+    read_locked::<P, _>(us, |primary, backup| {
+        let mut n = 0;
+        for list in [primary, backup] {
+            if list.is_null() {
+                continue;
+            }
+            // SAFETY: live lists and their peers, under the read lock: the
+            // links and addresses change only under the write lock.
+            unsafe {
+                let mut peer = P::Peers::first(list);
+                while !peer.is_null() {
+                    let (sockaddr, socklen) = P::Peers::peer_addr(peer);
+                    if !P::Peers::peer_down(peer) && tried(sockaddr, socklen) {
+                        n += 1;
+                    }
+                    peer = P::Peers::peer_next(peer);
+                }
+            }
         }
-        (primary, backup)
+        n
+    })
+    .unwrap_or(0)
+}
+
+/// Hands a peer back to round-robin's `fail_timeout` bookkeeping as it was
+/// before a selection that will not be used: when the balancer's get has
+/// just opened a trial of a failed peer (`checked` moved past `accessed`,
+/// the time of its last failure), `checked` goes back to `accessed`, so
+/// that the balancer's `free` with state 0 leaves the peer's failures as
+/// they were instead of clearing them (a dead peer revived untried), and
+/// no failure is added (a peer disabled, or its weight cut, for an attempt
+/// never made). The peer is the one whose `name` `pc_name` points at, as a
+/// balancer's get sets `pc->name`; not found (another balancer's peer, or
+/// one a re-resolve removed), nothing is changed. Under the lists' read
+/// lock and the peer's own lock, as round-robin's free writes these.
+///
+/// Going back to `accessed` rather than the `checked` of before the get
+/// changes nothing round-robin decides: the get opened the trial because
+/// the earlier `checked` was more than `fail_timeout` ago, and so is
+/// `accessed`, which is never later.
+pub(crate) fn untouch_peer<P: Proto>(us: &P::Upstream, pc_name: *const ngx_str_t) {
+    if pc_name.is_null() {
+        return;
     }
+    read_locked::<P, _>(us, |primary, backup| {
+        for list in [primary, backup] {
+            if list.is_null() {
+                continue;
+            }
+            // SAFETY: as in `count_peers`; the peer's times are written
+            // under its own lock (taken when the list is shared, as
+            // round-robin's ngx_http_upstream_rr_peer_lock does).
+            unsafe {
+                let locked = P::Peers::shared(list);
+                let mut peer = P::Peers::first(list);
+                while !peer.is_null() {
+                    if P::Peers::peer_name(peer) == pc_name {
+                        let lock = P::Peers::peer_lock(peer);
+                        if locked {
+                            ngx_rwlock_wlock(lock);
+                        }
+                        let (accessed, checked) = P::Peers::peer_times(peer);
+                        if accessed.read() < checked.read() {
+                            checked.write(accessed.read());
+                        }
+                        if locked {
+                            ngx_rwlock_unlock(lock);
+                        }
+                        return;
+                    }
+                    peer = P::Peers::peer_next(peer);
+                }
+            }
+        }
+    });
 }
 
 /// The upstream block's name.

@@ -35,10 +35,13 @@ pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
 pub const ADDR_C: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 4);
 const ADDRS: [Ipv4Addr; 3] = [ADDR_A, ADDR_B, ADDR_C];
 
+/// Requests under this path are answered `503`, from every address.
+pub const UNAVAILABLE_PATH: &str = "/503/";
+
 /// What happened to a request the backend read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Answered 200.
+    /// Answered: 200, or 503 under [`UNAVAILABLE_PATH`].
     Answered,
     /// Connection closed without an answer (reclaim or a released hold).
     Dropped,
@@ -448,8 +451,15 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                     tokio::time::sleep(delay).await;
                 }
                 let body = format!("{ip}\n");
+                // A path under /503/ is answered 503 (Service Unavailable),
+                // what `proxy_next_upstream http_503` retries.
+                let status = if req.path.starts_with(UNAVAILABLE_PATH) {
+                    "503 Service Unavailable"
+                } else {
+                    "200 OK"
+                };
                 let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
                      X-Backend: {ip}\r\n{}\r\n",
                     body.len(),
                     if req.close {

@@ -10,10 +10,33 @@
 //! worker's owner with `kernel.yama.ptrace_scope` 0).
 
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::memcheck::patience;
+use crate::nginx::Nginx;
+
+/// The workers' pids, in nginx's order (worker 0 first), once the master
+/// has logged `n` of them (it logs each as it starts it, which may be after
+/// nginx accepts). Bounded: 10 s, more under memcheck.
+pub async fn worker_pids(nginx: &Nginx, n: usize) -> Vec<libc::pid_t> {
+    let deadline = Instant::now() + patience(Duration::from_secs(10));
+    loop {
+        let pids: Vec<libc::pid_t> = nginx
+            .error_log()
+            .lines()
+            .filter_map(|l| l.split("start worker process ").nth(1))
+            .filter_map(|p| p.trim().parse().ok())
+            .collect();
+        if pids.len() >= n {
+            return pids;
+        }
+        assert!(Instant::now() < deadline, "{}", nginx.error_log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
 
 /// gdb attached to a worker, with a breakpoint set.
 pub struct Breakpoint {

@@ -18,7 +18,7 @@ use generation_retry_core::rescue::{Failure, Fault};
 use generation_retry_t::accesslog::{Entry, Hop};
 use generation_retry_t::backend::{Backend, ADDR_A, ADDR_B};
 use generation_retry_t::dns::{Answer, DnsServer};
-use generation_retry_t::gdb::Breakpoint;
+use generation_retry_t::gdb::{worker_pids, Breakpoint};
 use generation_retry_t::load::{Client, Connection, Response};
 use generation_retry_t::memcheck::patience;
 use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
@@ -64,23 +64,10 @@ struct Run {
     on_1: Option<Connection>,
 }
 
-/// The workers' pids, in nginx's order (worker 0 first): the master logs
-/// each as it starts it, which may be after nginx accepts.
+/// The two workers' pids, in nginx's order (worker 0 first).
 async fn workers(nginx: &Nginx) -> [libc::pid_t; 2] {
-    let deadline = Instant::now() + patience(Duration::from_secs(10));
-    loop {
-        let pids: Vec<libc::pid_t> = nginx
-            .error_log()
-            .lines()
-            .filter_map(|l| l.split("start worker process ").nth(1))
-            .filter_map(|p| p.trim().parse().ok())
-            .collect();
-        if let [a, b] = pids[..] {
-            return [a, b];
-        }
-        assert!(Instant::now() < deadline, "{}", nginx.error_log());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let pids = worker_pids(nginx, 2).await;
+    [pids[0], pids[1]]
 }
 
 /// Until a request under `prefix` is answered 200: the name resolved
@@ -366,7 +353,7 @@ async fn race_with_fault(
         "generation_retry_resnapshot on;",
     ))
     .await;
-    let worker = workers_of(&lab.nginx, 1).await[0];
+    let worker = worker_pids(&lab.nginx, 1).await[0];
     lab.wait_proxying_to(ADDR_A, "/warm").await;
     // Readiness probes may have met the list empty before it resolved.
     let before = lab.status(UPSTREAM).await;
@@ -391,24 +378,6 @@ async fn race_with_fault(
     let r = request.await.unwrap();
     let s = lab.status(UPSTREAM).await;
     (r.status(), before, s, lab)
-}
-
-/// The workers' pids, in nginx's order, once the master has logged `n`.
-async fn workers_of(nginx: &Nginx, n: usize) -> Vec<libc::pid_t> {
-    let deadline = Instant::now() + patience(Duration::from_secs(10));
-    loop {
-        let pids: Vec<libc::pid_t> = nginx
-            .error_log()
-            .lines()
-            .filter_map(|l| l.split("start worker process ").nth(1))
-            .filter_map(|p| p.trim().parse().ok())
-            .collect();
-        if pids.len() >= n {
-            return pids;
-        }
-        assert!(Instant::now() < deadline, "{}", nginx.error_log());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// The checks both faults share: answered as nginx answers the balancer's
@@ -577,7 +546,7 @@ async fn a_worker_killed_inside_a_rescue_is_replaced_and_counting_goes_on() {
     );
 
     // The master's new worker 1.
-    let pids = workers_of(&run.nginx, 3).await;
+    let pids = worker_pids(&run.nginx, 3).await;
     let w2 = pids[2];
     assert!(!pids[..2].contains(&w2), "{pids:?}");
     let log = run.nginx.error_log();

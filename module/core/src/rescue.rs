@@ -80,6 +80,10 @@ pub trait Balancer {
     /// The request's remaining tries (`pc->tries`).
     fn tries(&self) -> usize;
     fn set_tries(&mut self, tries: usize);
+    /// How many peers of the list now (primary and backup) have an address
+    /// this request already tried: a fresh state's tries count them as
+    /// untried.
+    fn tried_in_list(&self) -> usize;
     /// Whether the peer the last `select` gave has an address this request
     /// already tried: an earlier attempt of it was freed as failed.
     fn tried_before(&self) -> bool;
@@ -333,17 +337,16 @@ impl Snapshot {
             return Decision::failed(tally, NoLiveCause::Generation, why);
         }
 
-        let tries = b.tries();
+        let left = b.tries();
         for _ in 0..setting.max {
             tally.add(Counter::Resnapshots);
             self.resnapshots += 1;
             let before = self.generation;
             self.generation = b.generation();
             let fresh = b.reinit();
-            // peer.init sets tries to the list's size, which would undo the
-            // proxy_next_upstream_tries clamp: keep what the request had.
-            b.set_tries(tries);
             if let Err(code) = fresh {
+                // The previous state is back, and so are its tries.
+                b.set_tries(left);
                 self.generation = before;
                 tally.add(Counter::Failed);
                 return Decision {
@@ -355,6 +358,8 @@ impl Snapshot {
                 };
             }
 
+            let tries = fresh_tries(b, left);
+            b.set_tries(tries);
             let given = b.select();
             match untried(b, given, tries, &mut tally) {
                 (Selection::Peer(rc), _) => {
@@ -396,6 +401,24 @@ impl Snapshot {
         let why = Failure::StillMoving { max: setting.max };
         Decision::failed(tally, NoLiveCause::Generation, why)
     }
+}
+
+/// The tries a request has on a fresh state: no more than it had left
+/// (`peer.init` sets tries to the list's size, which would undo the
+/// `proxy_next_upstream_tries` clamp and the attempts already made), and no
+/// more than the fresh list has peers it has not tried (`fresh`, what
+/// `peer.init` set, less `tried`): on a list that lost peers, a request
+/// with tries to spare would otherwise retry an answer nginx passes on
+/// (a 503 under `http_503`) into a refusal, as every peer left was tried.
+/// The tried peers the fresh state gives are handed back without using a
+/// try: they are already left out here. A list of one peer is exempt, as
+/// in [`untried`].
+fn fresh_tries<B: Balancer>(b: &B, left: usize) -> usize {
+    let fresh = b.tries();
+    if b.peer_counts() == (1, 0) {
+        return left.min(fresh);
+    }
+    left.min(fresh.saturating_sub(b.tried_in_list()))
 }
 
 /// `given`, or, if it is a peer the request already tried, what the

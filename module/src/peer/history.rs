@@ -12,16 +12,14 @@ use core::mem;
 use core::ptr;
 
 use ngx::ffi::{
-    ngx_cmp_sockaddr, ngx_palloc, ngx_peer_connection_t, ngx_pool_t, ngx_sockaddr_t, ngx_uint_t,
-    socklen_t, NGX_OK, NGX_PEER_FAILED,
+    ngx_cmp_sockaddr, ngx_palloc, ngx_peer_connection_t, ngx_pool_t, ngx_sockaddr_t, socklen_t,
+    NGX_OK,
 };
 
-/// One tried address, in the request pool, with how its attempts were
-/// freed (`NGX_PEER_FAILED`, `NGX_PEER_NEXT`, or both over several).
+/// One tried address, in the request pool.
 #[repr(C)]
 struct Tried {
     next: *mut Tried,
-    state: ngx_uint_t,
     socklen: socklen_t,
     sockaddr: ngx_sockaddr_t,
 }
@@ -44,58 +42,39 @@ impl History {
         }
     }
 
-    /// The record of `pc`'s current address (`pc->sockaddr`), if it was
-    /// tried: compared as nginx compares peer addresses, port included.
-    /// Raw, so that `record` may update it.
-    fn find(&self, pc: &ngx_peer_connection_t) -> *mut Tried {
-        if pc.sockaddr.is_null() {
-            return ptr::null_mut();
+    /// Whether `sockaddr` (of `socklen` bytes, NULL for none) was tried:
+    /// compared as nginx compares peer addresses, port included.
+    pub(super) fn holds_addr(&self, sockaddr: *mut ngx::ffi::sockaddr, socklen: socklen_t) -> bool {
+        if sockaddr.is_null() {
+            return false;
         }
         let mut t = self.head;
         while !t.is_null() {
             // SAFETY: every node was written whole by `record` into the
             // request pool, which outlives this list; nothing else holds a
             // reference to it.
-            let (socklen, next, tried) = unsafe {
+            let (len, next, tried) = unsafe {
                 (
                     (*t).socklen,
                     (*t).next,
                     ptr::addr_of_mut!((*t).sockaddr) as *mut _,
                 )
             };
-            // SAFETY: both are valid addresses of their stated lengths:
-            // pc's set by the balancer's get, ours copied by `record`.
+            // SAFETY: both are valid addresses of their stated lengths: the
+            // caller's (a balancer's peer), ours copied by `record`.
             // ngx_cmp_sockaddr only reads them.
-            let rc = unsafe { ngx_cmp_sockaddr(pc.sockaddr, pc.socklen, tried, socklen, 1) };
+            let rc = unsafe { ngx_cmp_sockaddr(sockaddr, socklen, tried, len, 1) };
             if rc == NGX_OK as _ {
-                return t;
+                return true;
             }
             t = next;
         }
-        ptr::null_mut()
+        false
     }
 
-    /// Whether `pc`'s current address was tried.
+    /// Whether `pc`'s current address (`pc->sockaddr`) was tried.
     pub(super) fn holds(&self, pc: &ngx_peer_connection_t) -> bool {
-        !self.find(pc).is_null()
-    }
-
-    /// The state to hand `pc`'s current peer back to its balancer with,
-    /// unused: `NGX_PEER_FAILED` if an attempt of this request at its
-    /// address failed, else 0. Round-robin's `free` with 0 clears a peer's
-    /// failures when its get has just picked it for a trial after
-    /// `fail_timeout`: handing a dead peer back that way would revive it
-    /// untried, and send every request after this one to it until one
-    /// fails. The request's own failure at that address says otherwise,
-    /// so it is repeated (the peer's failures may then count this request
-    /// twice; with `max_fails=0` nothing counts them).
-    pub(super) fn hand_back_state(&self, pc: &ngx_peer_connection_t) -> ngx_uint_t {
-        let t = self.find(pc);
-        if t.is_null() {
-            return 0;
-        }
-        // SAFETY: a node of this list (see `find`).
-        unsafe { (*t).state & NGX_PEER_FAILED as ngx_uint_t }
+        self.holds_addr(pc.sockaddr, pc.socklen)
     }
 
     /// Records `pc`'s current address, once. Out of line: only a failed
@@ -104,15 +83,12 @@ impl History {
     /// module.
     #[cold]
     #[inline(never)]
-    pub(super) fn record(&mut self, pc: &ngx_peer_connection_t, state: ngx_uint_t) {
+    pub(super) fn record(&mut self, pc: &ngx_peer_connection_t) {
         let len = pc.socklen as usize;
         if pc.sockaddr.is_null() || len == 0 || len > mem::size_of::<ngx_sockaddr_t>() {
             return;
         }
-        let t = self.find(pc);
-        if !t.is_null() {
-            // SAFETY: a node of this list (see `find`).
-            unsafe { (*t).state |= state };
+        if self.holds(pc) {
             return;
         }
         // SAFETY: the request's live pool.
@@ -126,7 +102,6 @@ impl History {
         unsafe {
             node.write(Tried {
                 next: self.head,
-                state,
                 socklen: pc.socklen,
                 sockaddr: mem::zeroed(),
             });

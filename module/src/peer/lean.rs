@@ -232,7 +232,7 @@ unsafe extern "C" fn free_lean<P: Proto>(
     if passed_over != 0 {
         // SAFETY: the peer connection and inner data nginx passed; no
         // reference to either is alive.
-        unsafe { retried::<P>(pc, data, passed_over) };
+        unsafe { retried::<P>(pc, data) };
     }
     if let Some(free) = free {
         // SAFETY: the inner free with its own data, on the peer connection
@@ -247,15 +247,11 @@ unsafe extern "C" fn free_lean<P: Proto>(
 /// As for [`take_full`].
 #[cold]
 #[inline(never)]
-unsafe fn retried<P: Proto>(
-    pc: *mut ngx_peer_connection_t,
-    data: *mut c_void,
-    passed_over: ngx_uint_t,
-) {
+unsafe fn retried<P: Proto>(pc: *mut ngx_peer_connection_t, data: *mut c_void) {
     // SAFETY: per the contract.
     match unsafe { take_full::<P>(pc, data) } {
         // SAFETY: the PeerData just made; the peer connection is live.
-        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc, passed_over) },
+        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc) },
         Err(why) => {
             // The address is not recorded (as when the pool cannot hold the
             // record); what is kept is that this was a retry.

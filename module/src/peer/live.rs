@@ -13,7 +13,9 @@ use ngx::ffi::{
 
 use super::history::History;
 use super::inner::Inner;
-use crate::proto::{generation, peer_counts, upstream_name, InitPeer, Proto};
+use crate::proto::{
+    count_peers, generation, peer_counts, untouch_peer, upstream_name, InitPeer, Proto,
+};
 
 /// A `get` callback's code, as the rule sees it.
 #[inline]
@@ -128,17 +130,28 @@ impl<P: Proto> Balancer for Live<'_, P> {
         self.history.holds(unsafe { &*self.pc })
     }
 
-    /// The inner `free`, as for an attempt that was never made: round-robin
-    /// (and every balancer built on it) keeps the peer marked tried and
-    /// gives back its connection count. The state is `NGX_PEER_FAILED`
-    /// when this request's attempt at the address failed, else 0 (see
-    /// `History::hand_back_state`: 0 would revive a dead peer untried). A
+    fn tried_in_list(&self) -> usize {
+        count_peers::<P>(self.uscf, |sockaddr, socklen| {
+            self.history.holds_addr(sockaddr, socklen)
+        })
+    }
+
+    /// The inner `free` with state 0, as for an attempt that was never
+    /// made: round-robin (and every balancer built on it) keeps the peer
+    /// marked tried and gives back its connection count, and with the
+    /// peer's `fail_timeout` times put back as they were before the get
+    /// ([`untouch_peer`]) adds no failure and clears none. (As failed, it
+    /// counted this request's one failure twice, and cut the peer's weight
+    /// or disabled it for an attempt never made; as 0 without the times
+    /// put back, it would revive a dead peer whose trial the get opened.) A
     /// cached connection keepalive gave (`NGX_DONE`) is taken out of `pc`
     /// first, so keepalive does not cache it under a request it never
     /// served, and closed.
     fn release(&mut self) {
-        // SAFETY: as in `tries`.
-        let state = self.history.hand_back_state(unsafe { &*self.pc });
+        // SAFETY: as in `tries`; pc->name is the given peer's, as its get
+        // set it.
+        untouch_peer::<P>(self.uscf, unsafe { (*self.pc).name });
+        let state = 0;
         // SAFETY: as in `tries`.
         let cached = unsafe { ptr::replace(&mut (*self.pc).connection, ptr::null_mut()) };
         trace!(

@@ -36,6 +36,11 @@ struct Fake {
     /// The last selection gave a tried peer, not yet handed back.
     holding_tried: bool,
     releases: u32,
+    /// What a re-init sets tries to; round-robin's size of the list when
+    /// `None` (made large, so that only the request's own tries limit).
+    fresh_tries: Option<usize>,
+    /// Peers of the list whose address the request tried.
+    tried_in_list: usize,
 }
 
 impl Fake {
@@ -51,6 +56,8 @@ impl Fake {
             reinit_calls: 0,
             holding_tried: false,
             releases: 0,
+            fresh_tries: None,
+            tried_in_list: 0,
         }
     }
 }
@@ -82,7 +89,7 @@ impl Balancer for Fake {
         self.reinit_calls += 1;
         // Like round-robin's init: tries becomes the list's size, which the
         // rule must undo; a failed init may have written it too.
-        self.tries = 40 + self.primary;
+        self.tries = self.fresh_tries.unwrap_or(40 + self.primary);
         let ok = self.reinits.pop_front().unwrap_or(true);
         if ok {
             self.fresh_states += 1;
@@ -96,6 +103,9 @@ impl Balancer for Fake {
     }
     fn set_tries(&mut self, tries: usize) {
         self.tries = tries;
+    }
+    fn tried_in_list(&self) -> usize {
+        self.tried_in_list
     }
     fn tried_before(&self) -> bool {
         self.holding_tried
@@ -413,6 +423,47 @@ fn a_fresh_list_of_tried_peers_only_is_unavailable_and_failed() {
         ])
     );
     assert_eq!((f.releases, f.tries), (1, 1));
+}
+
+/// The fresh list is smaller than the tries the request had left, and one
+/// of its peers was tried already: the request gets the tries the fresh
+/// list has for it, not the ones it had. Upstream {A, B, C}, tries 3; A
+/// failed (2 left); C left the list; on {A, B} one try is left, so B's
+/// `503` under `http_503` is passed on, not retried into `no live
+/// upstreams` (defect A of issue 41).
+#[test]
+fn a_fresh_list_caps_the_tries_at_its_untried_peers() {
+    for (script, releases) in [
+        (vec![Step::BusyMoved, Step::Give(PEER)], 0),
+        (vec![Step::BusyMoved, Step::Tried, Step::Give(PEER)], 1),
+    ] {
+        let mut f = Fake::new(&script, &[]);
+        (f.tries, f.fresh_tries, f.tried_in_list) = (2, Some(2), 1);
+        let (_, d) = run(&mut f, ON, 1);
+        assert!(matches!(d.outcome, Outcome::Rescued { .. }), "{d:?}");
+        assert_eq!((f.releases, f.tries), (releases, 1), "{script:?}");
+    }
+    // Fewer peers than tries left, none tried: the list's size.
+    let mut f = Fake::new(&[Step::BusyMoved, Step::Give(PEER)], &[]);
+    (f.tries, f.fresh_tries) = (5, Some(3));
+    run(&mut f, ON, 1);
+    assert_eq!(f.tries, 3);
+    // More peers than tries left: the request's own (the clamp kept).
+    let mut f = Fake::new(&[Step::BusyMoved, Step::Give(PEER)], &[]);
+    (f.tries, f.fresh_tries, f.tried_in_list) = (2, Some(6), 1);
+    run(&mut f, ON, 1);
+    assert_eq!(f.tries, 2);
+    // A list of one peer keeps no tried bitmap: its try is not taken.
+    let mut f = Fake::new(&[Step::BusyMoved, Step::Tried], &[]);
+    (f.primary, f.tries, f.fresh_tries, f.tried_in_list) = (1, 1, Some(1), 1);
+    let (_, d) = run(&mut f, ON, 1);
+    assert!(matches!(d.outcome, Outcome::Rescued { .. }), "{d:?}");
+    assert_eq!(f.tries, 1);
+    // A failed re-init puts back the tries the request had.
+    let mut f = Fake::new(&[Step::BusyMoved], &[false]);
+    (f.tries, f.fresh_tries, f.tried_in_list) = (2, Some(2), 1);
+    run(&mut f, ON, 1);
+    assert_eq!(f.tries, 2);
 }
 
 /// A request that re-snapshotted earlier keeps excluding its history at

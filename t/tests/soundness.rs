@@ -1,0 +1,195 @@
+//! What a re-snapshot must leave as nginx has it (issue 41, a review of
+//! the module against nginx's C): the request's tries, the peers'
+//! `max_fails` bookkeeping, and what nginx's log handler reads. Each test
+//! failed on the module before its fix.
+//!
+//! The races are scripted as in `history.rs`: the first attempt is held
+//! by the backend, the name's answer changes and nginx applies it, then
+//! the backend closes the held connection so that nginx retries under a
+//! moved generation. `hash $request_uri` makes the fresh state's first
+//! choice the peer the request already tried, every time.
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use generation_retry_core::rescue::Fault;
+use generation_retry_t::backend::{Held, ADDR_A, ADDR_B, ADDR_C, UNAVAILABLE_PATH};
+use generation_retry_t::dns::Answer;
+use generation_retry_t::gdb::{worker_pids, Breakpoint};
+use generation_retry_t::load::Response;
+use generation_retry_t::memcheck::patience;
+use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
+use generation_retry_t::nginx::Flavor;
+use generation_retry_t::scenario::{Lab, Spec, NAME};
+use generation_retry_t::shared::UPSTREAM;
+use tokio::task::JoinHandle;
+
+const ON: &str = "generation_retry_resnapshot on;";
+
+/// nginx's line when a peer reaches `max_fails`.
+const DISABLED: &str = "upstream server temporarily disabled";
+
+/// Points the name at `ips` and waits until nginx's one worker applied it.
+async fn point(lab: &Lab, ips: &[Ipv4Addr]) {
+    let since = Instant::now();
+    let answer = Answer::A(ips.to_vec());
+    lab.dns.set(NAME, answer.clone());
+    lab.dns
+        .wait_answered(NAME, &answer, since, patience(Duration::from_secs(10)))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", lab.nginx.error_log()));
+    // The answer's datagram was read before this request's connection.
+    let _ = lab.client.get("/applied").await;
+}
+
+/// A GET of `path` whose first attempt the backend holds at an address
+/// `want` accepts: paths `{prefix}{i}` until one is (a hashing balancer
+/// sends each path to one peer); the others are released and answered.
+async fn held_at(
+    lab: &Lab,
+    prefix: &str,
+    want: impl Fn(Ipv4Addr) -> bool,
+) -> (String, Held, JoinHandle<Response>) {
+    for i in 0..32 {
+        let hold = lab.backend.arm_hold_any();
+        let path = format!("{prefix}{i}");
+        let request = {
+            let (client, path) = (lab.client.clone(), path.clone());
+            tokio::spawn(async move { client.get(&path).await })
+        };
+        let held = hold
+            .caught(patience(Duration::from_secs(10)))
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", lab.nginx.error_log()));
+        if want(held.addr) {
+            return (path, held, request);
+        }
+        held.close();
+        let _ = request.await;
+    }
+    panic!("no request under {prefix} was held at the address wanted");
+}
+
+/// The addresses the backend saw `path` at, in order.
+fn reached(lab: &Lab, path: &str) -> Vec<Ipv4Addr> {
+    let seen = lab.backend.seen();
+    seen.iter()
+        .filter(|s| s.path == path)
+        .map(|s| s.addr)
+        .collect()
+}
+
+/// Defect A: the tries a request keeps on a fresh state. The name holds
+/// {X, Y, Z}, so the request has 3 tries; its first attempt fails at X (2
+/// left); Z leaves the list and the request re-snapshots onto {X, Y}, where
+/// only Y is untried: 1 try. Y answers 503, which
+/// `proxy_next_upstream http_503` retries only while tries are left, so
+/// nginx passes Y's 503 on, as it does on a list of two whose first peer
+/// failed. With the tries it had (2), the request retried the 503 into a
+/// list whose every peer it had tried: `no live upstreams`, 502.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_list_that_lost_a_peer_passes_the_last_peers_503_on() {
+    let spec = Spec {
+        servers: "server app.test:${BPORT} resolve;".into(),
+        location_extra: "proxy_next_upstream error http_503;".into(),
+        ..Spec::two_peers(Flavor::with_module(), "", ON)
+    };
+    let lab = Lab::start_spec(spec).await;
+    let all = [ADDR_A, ADDR_B, ADDR_C];
+    point(&lab, &all).await;
+    let (path, held, request) = held_at(&lab, &format!("{UNAVAILABLE_PATH}race/"), |_| true).await;
+    let x = held.addr;
+    let others: Vec<Ipv4Addr> = all.into_iter().filter(|a| *a != x).collect();
+    let y = others[0];
+    point(&lab, &[x, y]).await;
+    held.close();
+    let r = request.await.expect("client task");
+
+    let log = lab.nginx.error_log();
+    assert_eq!(
+        (r.status(), r.body.clone()),
+        (503, format!("{y}\n")),
+        "{r:?}\n{log}"
+    );
+    assert_eq!(reached(&lab, &path), [x, y], "{log}");
+    let s = lab.status(UPSTREAM).await;
+    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+    assert_eq!(s.count(NoLiveCause::Unavailable.counter()), 0, "{s}");
+    lab.finish();
+}
+
+/// The static peer C, with `max_fails`, and the name; `hash` keeps every
+/// path on one peer, so the fresh state's first choice for the held
+/// request's path is C again.
+fn hashed(max_fails: u32) -> Spec {
+    Spec {
+        servers: format!(
+            "server 127.0.0.4:${{BPORT}} max_fails={max_fails} fail_timeout=60s;\n        \
+             server app.test:${{BPORT}} resolve max_fails=0;"
+        ),
+        ..Spec::two_peers(Flavor::with_module(), "hash $request_uri;", ON)
+    }
+}
+
+/// Defect C: a peer handed back unused is not failed again. C has
+/// `max_fails=2`; the request fails at C once (its one real failure), the
+/// name moves, and the fresh state offers C first: handed back as failed,
+/// C was disabled for `fail_timeout` after one failure ("temporarily
+/// disabled", and the next request for the path went elsewhere). Handed
+/// back as an attempt never made, C keeps one failure and serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_peer_handed_back_unused_is_not_failed_twice() {
+    let lab = Lab::start_spec(hashed(2)).await;
+    let (path, held, request) = held_at(&lab, "/twice/", |a| a == ADDR_C).await;
+    point(&lab, &[ADDR_B]).await;
+    held.close();
+    let r = request.await.expect("client task");
+    let log = lab.nginx.error_log();
+    assert_eq!(
+        (r.status(), r.body.clone()),
+        (200, format!("{ADDR_B}\n")),
+        "{log}"
+    );
+    let s = lab.status(UPSTREAM).await;
+    assert_eq!(s.count(Counter::Excluded), 1, "C was handed back: {s}");
+    assert!(!log.contains(DISABLED), "one failure disabled C:\n{log}");
+    // Within fail_timeout, C (one failure of two) still takes its path.
+    let again = lab.client.get(&path).await;
+    assert_eq!(again.body, format!("{ADDR_C}\n"), "{again:?}\n{log}");
+    lab.finish();
+}
+
+/// Defect D: after a hand-back, an error from the fresh selection leaves
+/// no freed peer's name for nginx's log handler. The fresh state offers C
+/// (tried), which is handed back; gdb makes the next selection fail as an
+/// allocation failure would. The module's error line, like the `no live
+/// upstreams` one, names the upstream block in its `upstream:` field, not
+/// the peer handed back (whose name may be freed by another worker's
+/// re-resolve once the peer is unreferenced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_error_after_a_hand_back_logs_no_handed_back_peer() {
+    let lab = Lab::start_spec(hashed(0)).await;
+    let worker = worker_pids(&lab.nginx, 1).await[0];
+    let (path, held, request) = held_at(&lab, "/name/", |a| a == ADDR_C).await;
+    point(&lab, &[ADDR_B]).await;
+    // The retry's selection (refused: the generation moved), the fresh
+    // state's first (C, handed back), then the one that fails.
+    let bp = Breakpoint::attach(worker, "ngx_http_upstream_get_hash_peer", 2)
+        .await
+        .unwrap();
+    held.close();
+    let stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
+    stopped.release_returning(-1).await.unwrap();
+    let r = request.await.expect("client task");
+
+    let log = lab.nginx.error_log();
+    assert_eq!(r.status(), 500, "{log}");
+    let s = lab.status(UPSTREAM).await;
+    assert_eq!(s.count(Counter::Excluded), 1, "C was handed back: {s}");
+    let line = log::errored(Protocol::Http, UPSTREAM, Fault::FreshSelectError);
+    let errored: Vec<&str> = log.lines().filter(|l| l.contains(&line)).collect();
+    assert_eq!(errored.len(), 1, "{log}");
+    let named = format!("upstream: \"http://{UPSTREAM}{path}\"");
+    assert!(errored[0].contains(&named), "not {named}: {}", errored[0]);
+    lab.finish();
+}
