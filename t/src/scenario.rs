@@ -573,13 +573,19 @@ impl Lab {
         (self.client, self.probes) = clients(&self.nginx);
     }
 
-    /// Asserts `n` rescue lines (one `warn` per rescue) in error.log and no
+    /// Asserts `n` rescue lines (one `info` per rescue, as
+    /// docs/directives.md says) in error.log and no
     /// `no live upstreams` for a raced request (readiness probes sent before
     /// the name's first resolution may meet the still-empty list; no raced
     /// request may). `rescue_line` is the module's or the patch's wording.
     pub fn assert_rescue_log(&self, rescue_line: &str, n: usize) {
         let log = self.nginx.error_log();
         assert_eq!(log.matches(rescue_line).count(), n, "one line per rescue");
+        let levels: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(rescue_line) && !l.contains("[info] "))
+            .collect();
+        assert!(levels.is_empty(), "rescues are logged at info: {levels:#?}");
         let raced_no_live: Vec<_> = errorlog::with_message(&log, errorlog::NO_LIVE)
             .into_iter()
             .filter(|l| l.whole.contains(" /race/"))

@@ -308,6 +308,24 @@ mod tests {
         }
     }
 
+    /// The rescue line's level is one truth: the module writes it at
+    /// `info` (module/src/peer.rs), as docs/metrics.md's table says, and
+    /// docs/directives.md's example must say so too (it said `warn`).
+    #[test]
+    fn the_docs_give_the_rescue_line_its_level() {
+        let line = rescued(Protocol::Http, "app", 5, 6, "10.0.0.7:8080");
+        let directives = include_str!("../../../docs/directives.md");
+        let shown: Vec<&str> = directives.lines().filter(|l| l.contains(&line)).collect();
+        assert!(!shown.is_empty(), "docs/directives.md lacks `{line}`");
+        for l in shown {
+            assert!(l.trim_start().starts_with("[info] "), "{l}");
+        }
+        let rescued = rescued(Protocol::Http, "be", 5, 6, "127.0.0.3:8080");
+        let metrics = include_str!("../../../docs/metrics.md");
+        let row = metrics.lines().find(|l| l.contains(&rescued)).unwrap();
+        assert!(row.starts_with("| `info` |"), "{row}");
+    }
+
     #[test]
     fn markers_start_their_lines() {
         let rescued = rescued(Protocol::Stream, "be0", 3, 4, "127.0.0.2:9000");
