@@ -76,12 +76,18 @@ const OLD_WORKER: (&str, &str) = (
     "zone",
     "an_old_worker_still_running_keeps_its_upstreams_counters",
 );
-const DEAD_STAYS_DEAD: (&str, &str) = ("stream", "a_dead_primary_handed_back_stays_dead");
+const DEAD_STAYS_DEAD: (&str, &str) = (
+    "stream",
+    "a_dead_primary_handed_back_is_neither_failed_again_nor_revived",
+);
 const PATCHED_DEAD_STAYS_DEAD: (&str, &str) = (
     "stream",
     "patched_nginx_keeps_a_handed_back_dead_primary_dead",
 );
-const HTTP_DEAD_STAYS_DEAD: (&str, &str) = ("history", "a_dead_primary_handed_back_stays_dead");
+const HTTP_DEAD_STAYS_DEAD: (&str, &str) = (
+    "history",
+    "a_dead_primary_handed_back_is_neither_failed_again_nor_revived",
+);
 const HTTP_PATCHED_DEAD_STAYS_DEAD: (&str, &str) = (
     "history",
     "patched_nginx_keeps_a_handed_back_dead_primary_dead",
@@ -179,24 +185,22 @@ pub const MUTANTS: &[Mutant] = &[
     Mutant {
         name: "tries-not-restored",
         file: RESCUE,
-        find: "            b.set_tries(tries);\n",
-        replace: "",
+        find: "            let tries = fresh_tries(b, left);\n            b.set_tries(tries);\n",
+        replace: "            let tries = fresh_tries(b, left);\n",
         tests: &[TRIES],
         core: true,
         whole_suite: false,
         version: DEFAULT,
     },
     Mutant {
-        name: "tries-restored-before-reinit",
+        name: "fresh-tries-uncapped",
         file: RESCUE,
-        find: concat!(
-            "            let fresh = b.reinit();\n",
-            "            // peer.init sets tries to the list's size, which would undo the\n",
-            "            // proxy_next_upstream_tries clamp: keep what the request had.\n",
-            "            b.set_tries(tries);\n",
-        ),
-        replace: "            b.set_tries(tries);\n            let fresh = b.reinit();\n",
-        tests: &[TRIES],
+        find: "    left.min(fresh.saturating_sub(b.tried_in_list()))\n",
+        replace: "    left.min(fresh)\n",
+        tests: &[(
+            "soundness",
+            "a_list_that_lost_a_peer_passes_the_last_peers_503_on",
+        )],
         core: true,
         whole_suite: false,
         version: DEFAULT,
@@ -459,8 +463,8 @@ pub const MUTANTS: &[Mutant] = &[
     Mutant {
         name: "history-not-recorded",
         file: INNER,
-        find: "        head.history.record(unsafe { &*pc }, passed_over);\n",
-        replace: "        let _ = (unsafe { &*pc }, passed_over);\n",
+        find: "        head.history.record(unsafe { &*pc });\n",
+        replace: "        let _ = unsafe { &*pc };\n",
         tests: &[("history", "least_conn"), STREAM_HISTORY],
         core: false,
         whole_suite: false,
@@ -469,9 +473,8 @@ pub const MUTANTS: &[Mutant] = &[
     Mutant {
         name: "lean-history-not-recorded",
         file: LEAN,
-        find:
-            "        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc, passed_over) },\n",
-        replace: "        Ok((pd, _, _)) => {\n            let _ = (pd, passed_over);\n        }\n",
+        find: "        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc) },\n",
+        replace: "        Ok((pd, _, _)) => {\n            let _ = pd;\n        }\n",
         tests: &[("history", "round_robin")],
         core: false,
         whole_suite: false,
@@ -491,11 +494,51 @@ pub const MUTANTS: &[Mutant] = &[
         version: DEFAULT,
     },
     Mutant {
+        name: "hand-back-as-failed",
+        file: LIVE,
+        find: "        let state = 0;\n",
+        replace: "        let state = ngx::ffi::NGX_PEER_FAILED as ngx::ffi::ngx_uint_t;\n",
+        tests: &[
+            ("soundness", "a_peer_handed_back_unused_is_not_failed_twice"),
+            DEAD_STAYS_DEAD,
+            HTTP_DEAD_STAYS_DEAD,
+        ],
+        core: false,
+        whole_suite: false,
+        version: DEFAULT,
+    },
+    Mutant {
         name: "hand-back-revives",
         file: LIVE,
-        find: "        self.inner.free(self.pc, state);\n",
-        replace: "        self.inner.free(self.pc, state & 0);\n",
+        find: "        untouch_peer::<P>(self.uscf, unsafe { (*self.pc).name });\n",
+        replace: "        let _ = unsafe { (*self.pc).name };\n",
         tests: &[DEAD_STAYS_DEAD, HTTP_DEAD_STAYS_DEAD],
+        core: false,
+        whole_suite: false,
+        version: DEFAULT,
+    },
+    Mutant {
+        name: "errored-keeps-the-peer-name",
+        file: PEER,
+        find: concat!(
+            "            // re-resolve frees, which nginx's log handler would read.\n",
+            "            pc.name = ptr::from_ref(P::host(uscf)).cast_mut();\n",
+        ),
+        replace: "            // re-resolve frees, which nginx's log handler would read.\n",
+        tests: &[(
+            "soundness",
+            "an_error_after_a_hand_back_logs_no_handed_back_peer",
+        )],
+        core: false,
+        whole_suite: false,
+        version: DEFAULT,
+    },
+    Mutant {
+        name: "rescue-logged-at-warn",
+        file: PEER,
+        find: "                NGX_LOG_INFO,\n",
+        replace: "                ngx::ffi::NGX_LOG_WARN as _,\n",
+        tests: &[RESCUES],
         core: false,
         whole_suite: false,
         version: DEFAULT,
