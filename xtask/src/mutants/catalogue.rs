@@ -537,7 +537,7 @@ pub const MUTANTS: &[Mutant] = &[
         name: "rescue-logged-at-warn",
         file: PEER,
         find: "                NGX_LOG_INFO,\n",
-        replace: "                ngx::ffi::NGX_LOG_WARN as _,\n",
+        replace: "                NGX_LOG_INFO - 2, // NGX_LOG_WARN\n",
         tests: &[RESCUES],
         core: false,
         whole_suite: false,
