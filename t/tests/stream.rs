@@ -316,9 +316,8 @@ async fn dead_primary_handed_back(flavor: Flavor) {
     let dead_port = 1;
     let mut spec = StreamSpec::new(flavor, 1);
     let fail_timeout = if module { 1 } else { 30 };
-    spec.pre = format!(
-        "server {HOLE}:{dead_port} weight=100 max_fails=2 fail_timeout={fail_timeout}s;"
-    );
+    spec.pre =
+        format!("server {HOLE}:{dead_port} weight=100 max_fails=2 fail_timeout={fail_timeout}s;");
     spec.primary = "max_fails=0".into();
     spec.peers = 3;
     if module {
