@@ -353,7 +353,11 @@ impl Lab {
             if let Some(e) = self.nginx.access_entry(path) {
                 return e;
             }
-            assert!(Instant::now() < deadline, "no access log line for {path}");
+            assert!(
+                Instant::now() < deadline,
+                "no access log line for {path}\n{}",
+                self.nginx.error_log()
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }

@@ -290,5 +290,11 @@ macro_rules! newer_balancer_tests {
 
 newer_balancer_tests! {
     sticky_cookie, patched_sticky_cookie => (1, 29, 6), "sticky cookie srv_id;",
+    // `header`: sticky learns at the response's header through the peer
+    // connection's `notify`, which it wraps at every `peer.init` (so at a
+    // re-snapshot too; issue 41, the callbacks a re-init must not see).
+    sticky_learn, patched_sticky_learn => (1, 29, 6),
+        "sticky learn create=$upstream_http_x_backend lookup=$cookie_srv_id \
+         zone=sticky_learn:1m header;",
     least_time, patched_least_time => (1, 31, 0), "least_time header;",
 }

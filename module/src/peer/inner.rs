@@ -77,6 +77,25 @@ impl Inner {
         pc.save_session = self.save_session;
     }
 
+    /// Clears `pc`'s state and callbacks to what a request's fresh
+    /// upstream has (NULL), for the upstream's `peer.init` to run again:
+    /// round-robin reuses a non-NULL `data` as its own state, and a
+    /// balancer that wraps a callback it finds set (`sticky` and, from
+    /// 1.30, `keepalive` wrap `notify`) would otherwise wrap the caller's,
+    /// and call it with its inner balancer's data (a worker crash with
+    /// `sticky learn ... header`).
+    pub(super) fn clear(pc: &mut ngx_peer_connection_t) {
+        Inner {
+            data: core::ptr::null_mut(),
+            get: None,
+            free: None,
+            notify: None,
+            set_session: None,
+            save_session: None,
+        }
+        .put_back(pc);
+    }
+
     /// The inner balancer's `free`, with its own data.
     pub(super) fn free(&self, pc: *mut ngx_peer_connection_t, state: ngx_uint_t) {
         if let Some(free) = self.free {

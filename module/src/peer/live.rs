@@ -82,9 +82,8 @@ impl<P: Proto> Balancer for Live<'_, P> {
         // SAFETY: pc is &r->upstream->peer of a live request, read between
         // calls.
         let caller = Inner::take(unsafe { &*self.pc });
-        // SAFETY: as above. Round-robin reuses a non-NULL peer.data as its
-        // own state: clear it.
-        unsafe { (*self.pc).data = ptr::null_mut() };
+        // SAFETY: as above. As a fresh upstream has them (see Inner::clear).
+        Inner::clear(unsafe { &mut *self.pc });
         // SAFETY: the request and upstream block peer.init was first called
         // with; it writes r->upstream->peer, which is *pc.
         let rc = unsafe { original(self.request, self.upstream) };

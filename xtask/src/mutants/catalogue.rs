@@ -174,9 +174,9 @@ const PATCH_NO_RECHECK: &str = "+    if (1 || generation == u->generation) {\n";
 pub const MUTANTS: &[Mutant] = &[
     Mutant {
         name: "data-not-cleared",
-        file: LIVE,
-        find: "        unsafe { (*self.pc).data = ptr::null_mut() };\n",
-        replace: "        let _ = ptr::null_mut::<u8>(); // pc->data left as it was\n",
+        file: INNER,
+        find: "            data: core::ptr::null_mut(),\n",
+        replace: "            data: pc.data, // left as it was\n",
         tests: &[RESCUES, ("balancers", "round_robin"), STREAM_RESCUES],
         core: false,
         whole_suite: false,
@@ -706,9 +706,9 @@ pub const MUTANTS: &[Mutant] = &[
     // surroundings are not).
     Mutant {
         name: "data-not-cleared-1.31.4",
-        file: LIVE,
-        find: "        unsafe { (*self.pc).data = ptr::null_mut() };\n",
-        replace: "        let _ = ptr::null_mut::<u8>(); // pc->data left as it was\n",
+        file: INNER,
+        find: "            data: core::ptr::null_mut(),\n",
+        replace: "            data: pc.data, // left as it was\n",
         tests: &[
             ("balancers", "sticky_cookie"),
             ("balancers", "least_time"),
@@ -717,6 +717,26 @@ pub const MUTANTS: &[Mutant] = &[
                 "module_on_rescues_the_stream_race_with_least_time",
             ),
         ],
+        core: false,
+        whole_suite: false,
+        version: NEWEST,
+    },
+    Mutant {
+        name: "notify-not-cleared-1.31.4",
+        file: INNER,
+        find: "            notify: None,\n",
+        replace: "            notify: pc.notify, // left as it was\n",
+        tests: &[("balancers", "sticky_learn")],
+        core: false,
+        whole_suite: false,
+        version: NEWEST,
+    },
+    Mutant {
+        name: "patch-notify-not-cleared-1.31.4",
+        file: NEWEST_HTTP_PATCH,
+        find: "+    u->peer.notify = NULL;  /* a balancer wraps one it finds set */\n",
+        replace: "+    (void) u;  /* notify left as it was */\n",
+        tests: &[("balancers", "patched_sticky_learn")],
         core: false,
         whole_suite: false,
         version: NEWEST,
