@@ -68,6 +68,10 @@ pub(crate) struct PeerData<P: Proto> {
     /// request, as the upstream block is).
     conf: *const SrvConf<P>,
     state: Snapshot,
+    /// How many response headers the request had at its first
+    /// re-snapshot: a `Set-Cookie` added from there on replaces an earlier
+    /// one of its name (`Proto::hide_replaced_cookies`).
+    headers_mark: usize,
 }
 
 // Plain values and pointers whatever P is (a derive would require P: Copy).
@@ -236,6 +240,7 @@ unsafe fn full_state<P: Proto>(
             upstream: us,
             conf,
             state,
+            headers_mark: 0,
         })
     };
     install(pc, pd, &inner);
@@ -305,7 +310,17 @@ fn decide<P: Proto>(
         uscf,
         original: conf.original_init,
     };
+    let before = pd.state.resnapshots;
+    let mark = if before == 0 {
+        // SAFETY: the live request of this selection.
+        unsafe { P::header_count(pd.request) }
+    } else {
+        pd.headers_mark
+    };
     let decision = pd.state.decide(&mut live, setting, first, given);
+    if before == 0 && pd.state.resnapshots > 0 {
+        pd.headers_mark = mark;
+    }
     trace!(
         P,
         live.log(),
@@ -339,6 +354,11 @@ fn settle<P: Proto>(
         }
     }
     let log = pc.log;
+    if data.state.resnapshots > 0 && decision.outcome.gives_peer() {
+        // SAFETY: the live request of this selection; the balancer's get
+        // has returned, so no one else is changing its headers.
+        unsafe { P::hide_replaced_cookies(data.request, data.headers_mark) };
+    }
     match decision.outcome {
         Outcome::Pass(selection) => selection.code(BUSY),
         Outcome::Rescued {

@@ -17,7 +17,8 @@ use ngx::ffi::{
     ngx_array_t, ngx_atomic_t, ngx_conf_t, ngx_http_cleanup_t, ngx_http_conf_ctx_t,
     ngx_http_request_t, ngx_http_upstream_main_conf_t, ngx_http_upstream_rr_peer_t,
     ngx_http_upstream_rr_peers_t, ngx_http_upstream_srv_conf_t, ngx_http_upstream_t, ngx_int_t,
-    ngx_module_t, ngx_peer_connection_t, ngx_pool_t, ngx_shm_zone_t, ngx_str_t, ngx_uint_t,
+    ngx_list_part_t, ngx_module_t, ngx_peer_connection_t, ngx_pool_t, ngx_shm_zone_t, ngx_str_t,
+    ngx_table_elt_t, ngx_uint_t,
 };
 #[cfg(generation_retry_stream)]
 use ngx::ffi::{
@@ -216,6 +217,25 @@ pub(crate) trait Proto: Registered + Sized + 'static {
     /// with it, one slot per module of the protocol).
     unsafe fn ctx_slot(req: *mut Self::Request) -> *mut *mut c_void;
 
+    /// How many response headers the request has (`r->headers_out`); 0
+    /// for a protocol without them.
+    ///
+    /// # Safety
+    /// `req` is a live request or session.
+    unsafe fn header_count(req: *mut Self::Request) -> usize;
+
+    /// Hides (`hash = 0`, nginx's way of removing a header) every response
+    /// `Set-Cookie` that a later one of the same cookie name replaces,
+    /// where the later one was added at or after position `mark`: a
+    /// balancer that sets its cookie at each selection (`sticky cookie`)
+    /// adds one per state, and a re-snapshot gives the request a second
+    /// state; nginx's own retries keep one state, and send one cookie. A
+    /// no-op for a protocol without response headers.
+    ///
+    /// # Safety
+    /// `req` is a live request or session.
+    unsafe fn hide_replaced_cookies(req: *mut Self::Request, mark: usize);
+
     /// The upstream block of the request whose `&upstream->peer` is `pc`:
     /// `pc` is a field of nginx's per-request upstream structure, which
     /// also names the block.
@@ -312,6 +332,32 @@ impl Proto for Http {
         unsafe { (*r).ctx.add(Self::module().ctx_index) }
     }
 
+    unsafe fn header_count(r: *mut ngx_http_request_t) -> usize {
+        // SAFETY: per the contract; the list's parts are the request's.
+        unsafe { headers_out(r).len() }
+    }
+
+    unsafe fn hide_replaced_cookies(r: *mut ngx_http_request_t, mark: usize) {
+        // SAFETY: per the contract.
+        let headers = unsafe { headers_out(r) };
+        let mut kept: Vec<&[u8]> = Vec::new();
+        for (i, h) in headers.into_iter().enumerate().rev() {
+            // SAFETY: an element of the request's header list, written by
+            // this worker only; no other reference to it is alive.
+            let h = unsafe { &mut *h };
+            if h.hash == 0 || !h.key.as_bytes().eq_ignore_ascii_case(b"set-cookie") {
+                continue;
+            }
+            let value = h.value.as_bytes();
+            let name = value.split(|&b| b == b'=').next().unwrap_or(value);
+            if kept.contains(&name) {
+                h.hash = 0;
+            } else if i >= mark {
+                kept.push(name);
+            }
+        }
+    }
+
     unsafe fn upstream_of(pc: *mut ngx_peer_connection_t) -> *mut ngx_http_upstream_srv_conf_t {
         // SAFETY: per the contract, pc is `&u->peer` of a live upstream.
         unsafe {
@@ -385,6 +431,12 @@ impl Proto for Stream {
         unsafe { (*s).ctx.add(Self::module().ctx_index) }
     }
 
+    unsafe fn header_count(_s: *mut ngx_stream_session_t) -> usize {
+        0
+    }
+
+    unsafe fn hide_replaced_cookies(_s: *mut ngx_stream_session_t, _mark: usize) {}
+
     unsafe fn upstream_of(pc: *mut ngx_peer_connection_t) -> *mut ngx_stream_upstream_srv_conf_t {
         // SAFETY: per the contract, pc is `&u->peer` of a live upstream.
         unsafe {
@@ -398,6 +450,29 @@ impl Proto for Stream {
     unsafe fn owner(_pc: *mut ngx_peer_connection_t) -> *mut ngx_stream_session_t {
         ptr::null_mut()
     }
+}
+
+/// The elements of a request's `headers_out` list, part after part, as
+/// raw pointers.
+///
+/// # Safety
+/// `r` is a live request; the list is not changed while the result is
+/// used.
+unsafe fn headers_out(r: *mut ngx_http_request_t) -> Vec<*mut ngx_table_elt_t> {
+    let mut all = Vec::new();
+    // SAFETY: per the contract: ngx_list_t parts, each with `nelts`
+    // elements of `size` bytes (a ngx_table_elt_t), the last with next NULL.
+    unsafe {
+        let mut part: *mut ngx_list_part_t = ptr::addr_of_mut!((*r).headers_out.headers.part);
+        while !part.is_null() {
+            let elts = (*part).elts as *mut ngx_table_elt_t;
+            for i in 0..(*part).nelts {
+                all.push(elts.add(i));
+            }
+            part = (*part).next;
+        }
+    }
+    all
 }
 
 /// The structure of type `T` that holds `pc` at `offset`.

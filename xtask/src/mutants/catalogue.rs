@@ -722,6 +722,16 @@ pub const MUTANTS: &[Mutant] = &[
         version: NEWEST,
     },
     Mutant {
+        name: "replaced-cookie-kept-1.31.4",
+        file: "module/src/proto.rs",
+        find: "                h.hash = 0;\n",
+        replace: "                let _ = h.hash;\n",
+        tests: &[("balancers", "sticky_cookie")],
+        core: false,
+        whole_suite: false,
+        version: NEWEST,
+    },
+    Mutant {
         name: "notify-not-cleared-1.31.4",
         file: INNER,
         find: "            notify: None,\n",
