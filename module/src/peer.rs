@@ -109,15 +109,29 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     else {
         return Status::NGX_ERROR.into();
     };
-    // Read before the inner init (see `Snapshot::new`), and written first,
-    // as the lean path's word, so that it need not be kept across the
-    // inner init; the full path replaces it.
-    let snapshot = generation::<P>(uscf);
+    // What nginx gave the peer connection, put back before a run of the
+    // inner init that a change of the list made void.
+    // SAFETY: the live request of this call.
+    let given = unsafe { P::peer_connection(r) }.map(|(pc, _)| {
+        // SAFETY: &r->upstream->peer of the live request, read only.
+        Inner::take(unsafe { &*pc })
+    });
+    // The generation the inner init took its state at, written first, as
+    // the lean path's word, so that it need not be kept across the inner
+    // init; the full path replaces it.
+    // SAFETY: the original peer.init with the arguments nginx gave us, on
+    // the peer connection as nginx gave it. No reference into the request
+    // is alive across the call, which writes it.
+    let (rc, snapshot) = unsafe {
+        settled_init::<P>(uscf, || {
+            if let (Some(given), Some((pc, _))) = (given, P::peer_connection(r)) {
+                given.put_back(&mut *pc);
+            }
+            original(r, us)
+        })
+    };
     // SAFETY: the live request of this call.
     unsafe { *P::ctx_slot(r) = Word::<PeerData<P>>::lean(snapshot, false) };
-    // SAFETY: the original peer.init with the arguments nginx gave us. No
-    // reference into the request is alive across the call, which writes it.
-    let rc = unsafe { original(r, us) };
     if rc != Status::NGX_OK.into() {
         return rc;
     }
@@ -136,6 +150,39 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     // SAFETY: as above.
     unsafe { init_unusual::<P>(r, us) }
 }
+
+/// Runs the inner `peer.init` (`init`, which puts the peer connection as
+/// the init must find it first) and returns its code and the generation
+/// its state was taken at: the list's generation read before and after,
+/// when they agree. A change that lands during the init (another worker
+/// applying a re-resolve) makes the state's generation unknown, either
+/// read; the init runs again then, at most [`SETTLE_RUNS`] times in all,
+/// the abandoned state left in the pool (no `get` ran on it: it holds no
+/// peer). Past that the first read is kept, as before this check: a later
+/// refusal at the newer generation is then taken for a change once more.
+///
+/// # Safety
+/// `init` calls the upstream's `peer.init` on a live request.
+unsafe fn settled_init<P: Proto>(
+    uscf: &P::Upstream,
+    mut init: impl FnMut() -> ngx_int_t,
+) -> (ngx_int_t, usize) {
+    let mut before = generation::<P>(uscf);
+    let mut rc = init();
+    for _ in 1..SETTLE_RUNS {
+        let after = generation::<P>(uscf);
+        if rc != Status::NGX_OK.into() || after == before {
+            break;
+        }
+        before = after;
+        rc = init();
+    }
+    (rc, before)
+}
+
+/// Runs of the inner `peer.init` for one state, at most (see
+/// [`settled_init`]).
+const SETTLE_RUNS: u32 = 3;
 
 /// The trace of a request's init, on an nginx built `--with-debug`.
 #[inline]

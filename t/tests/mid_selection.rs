@@ -126,16 +126,16 @@ async fn status(c: &mut Connection) -> serde_json::Value {
 
 /// Points the name at `ip` and waits until nginx asked and was told.
 async fn point(dns: &DnsServer, ip: Ipv4Addr) {
+    answer(dns, Answer::A(vec![ip])).await;
+}
+
+/// Sets the name's answer and waits until nginx was given it.
+async fn answer(dns: &DnsServer, answer: Answer) {
     let since = Instant::now();
-    dns.set_a(NAME, ip);
-    dns.wait_answered(
-        NAME,
-        &Answer::A(vec![ip]),
-        since,
-        patience(Duration::from_secs(10)),
-    )
-    .await
-    .unwrap();
+    dns.set(NAME, answer.clone());
+    dns.wait_answered(NAME, &answer, since, patience(Duration::from_secs(10)))
+        .await
+        .unwrap();
 }
 
 /// Where gdb holds worker 1 in a function.
@@ -191,7 +191,12 @@ impl Run {
     /// and applied it: the shared list's generation moved past `from`.
     /// Returns the new generation.
     async fn flip(&mut self, ip: Ipv4Addr, from: u64) -> u64 {
-        point(&self.dns, ip).await;
+        self.flip_to(Answer::A(vec![ip]), from).await
+    }
+
+    /// As [`Run::flip`], to any answer.
+    async fn flip_to(&mut self, to: Answer, from: u64) -> u64 {
+        answer(&self.dns, to.clone()).await;
         let deadline = Instant::now() + patience(Duration::from_secs(10));
         loop {
             let g = self.generation().await;
@@ -200,7 +205,7 @@ impl Run {
             }
             assert!(
                 Instant::now() < deadline,
-                "the list never moved past generation {from} to {ip}"
+                "the list never moved past generation {from} to {to:?}"
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -461,22 +466,56 @@ async fn a_change_at_the_first_selection_is_rescued_and_counted_as_first() {
     run.nginx.finish();
 }
 
-/// The request's generation is taken before the balancer's `peer.init`
-/// takes its own snapshot of the list, never after: worker 1 is stopped
-/// as round-robin's `peer.init` returns (its snapshot taken, at the old
-/// generation), worker 0 applies a DNS change, and worker 1's first
-/// selection is refused by round-robin. The module must see a change since
-/// the request started and rescue it; had it read the generation after the
-/// init (the new one), it would take the refusal for unusable peers.
+/// A change that lands while the balancer's `peer.init` runs leaves the
+/// generation of its state unknown (read before the init: the old one;
+/// after: the new one; round-robin's own read: either). The module reads
+/// both and runs the init again when they differ, so the state and the
+/// request agree on the generation (issue 41, defect E).
+///
+/// Here worker 1 is stopped as round-robin's `peer.init` returns (its
+/// state taken at the old generation) while worker 0 applies a DNS change:
+/// the init runs again, at the new generation, and the first selection is
+/// not refused: 200 from the new address, nothing counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_generation_is_taken_before_the_balancers_own_snapshot() {
+async fn a_change_during_the_balancers_init_is_absorbed() {
     let mut run = Run::start(1).await;
     run.first_request_across_a_change(INIT, Stop::AtReturn, "/init")
         .await;
     let s = status(&mut run.on_0).await;
-    assert_eq!(s.count(Counter::BusyFirst), 1, "{s}");
-    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+    for c in [Counter::BusyFirst, Counter::Resnapshots, Counter::Rescued] {
+        assert_eq!(s.count(c), 0, "{c:?}: {s}");
+    }
     assert_eq!(s.count(Counter::NoLiveUnavailable), 0, "{s}");
+    run.nginx.finish();
+}
+
+/// The other side of the same window: worker 1 is stopped as
+/// round-robin's `peer.init` is called (the module has read the old
+/// generation), and worker 0 empties the list (NXDOMAIN), so the init
+/// takes its state at the new generation, of an empty list. The first
+/// selection is refused by the list itself: `cause="empty"`, never a
+/// generation-busy abort nor a re-snapshot, which the module counted when
+/// it kept the generation it read before the init.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refusal_after_a_change_during_the_init_is_the_lists_own() {
+    let mut run = Run::start(1).await;
+    let workers = workers(&run.nginx).await;
+    let g0 = run.generation().await;
+    let before = status(&mut run.on_0).await;
+    let bp = Breakpoint::attach(workers[1], INIT, 0).await.unwrap();
+    let mut on_1 = run.on_1.take().unwrap();
+    let request = tokio::spawn(async move { on_1.get("/inside").await });
+    let stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
+    run.flip_to(Answer::NxDomain, g0).await;
+    stopped.release().await.unwrap();
+    let r = request.await.unwrap().unwrap();
+    assert_eq!((r.status(), worker(&r)), (502, workers[1]), "{r:?}");
+    let s = status(&mut run.on_0).await;
+    for c in [Counter::BusyFirst, Counter::Resnapshots, Counter::Failed] {
+        assert_eq!(s.count(c), before.count(c), "{c:?}: {s}");
+    }
+    let empty = NoLiveCause::Empty.counter();
+    assert_eq!(s.count(empty), before.count(empty) + 1, "{s}");
     run.nginx.finish();
 }
 

@@ -73,10 +73,12 @@ pub trait Balancer {
     /// Selects a peer with the current balancer state.
     fn select(&mut self) -> Selection;
     /// Replaces the balancer state with a fresh one (the upstream's own
-    /// `peer.init` again). On `Err(rc)` the previous state is in place
-    /// again, and `rc` is the error code to answer with (what nginx answers
-    /// a failed `peer.init` with).
-    fn reinit(&mut self) -> Result<(), isize>;
+    /// `peer.init` again), and says the generation it was taken at: one
+    /// read before and after the init agree on it (the init runs again
+    /// when a change landed during it). On `Err(rc)` the previous state is
+    /// in place again, and `rc` is the error code to answer with (what
+    /// nginx answers a failed `peer.init` with).
+    fn reinit(&mut self) -> Result<usize, isize>;
     /// The request's remaining tries (`pc->tries`).
     fn tries(&self) -> usize;
     fn set_tries(&mut self, tries: usize);
@@ -351,21 +353,20 @@ impl Snapshot {
         for _ in 0..setting.max {
             tally.add(Counter::Resnapshots);
             self.resnapshots += 1;
-            let before = self.generation;
-            self.generation = b.generation();
-            let fresh = b.reinit();
-            if let Err(code) = fresh {
-                // The previous state is back, and so are its tries.
-                b.set_tries(left);
-                self.generation = before;
-                tally.add(Counter::Failed);
-                return Decision {
-                    outcome: Outcome::Errored {
-                        fault: Fault::ReinitFailed,
-                        code,
-                    },
-                    tally,
-                };
+            match b.reinit() {
+                Ok(at) => self.generation = at,
+                Err(code) => {
+                    // The previous state is back, and so are its tries.
+                    b.set_tries(left);
+                    tally.add(Counter::Failed);
+                    return Decision {
+                        outcome: Outcome::Errored {
+                            fault: Fault::ReinitFailed,
+                            code,
+                        },
+                        tally,
+                    };
+                }
             }
 
             let tries = fresh_tries(b, left);

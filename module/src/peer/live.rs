@@ -13,6 +13,7 @@ use ngx::ffi::{
 
 use super::history::History;
 use super::inner::Inner;
+use super::settled_init;
 use crate::proto::{
     count_peers, generation, peer_counts, untouch_peer, upstream_name, InitPeer, Proto,
 };
@@ -74,7 +75,7 @@ impl<P: Proto> Balancer for Live<'_, P> {
     /// the caller had them: this wrapper's, or those of a module that
     /// wrapped `peer.init` outside this one (loaded later), whose state
     /// still leads to this wrapper's. Only the inner state changes.
-    fn reinit(&mut self) -> Result<(), isize> {
+    fn reinit(&mut self) -> Result<usize, isize> {
         let error = Status::NGX_ERROR.into();
         let Some(original) = self.original else {
             return Err(error);
@@ -82,11 +83,15 @@ impl<P: Proto> Balancer for Live<'_, P> {
         // SAFETY: pc is &r->upstream->peer of a live request, read between
         // calls.
         let caller = Inner::take(unsafe { &*self.pc });
-        // SAFETY: as above. As a fresh upstream has them (see Inner::clear).
-        Inner::clear(unsafe { &mut *self.pc });
         // SAFETY: the request and upstream block peer.init was first called
-        // with; it writes r->upstream->peer, which is *pc.
-        let rc = unsafe { original(self.request, self.upstream) };
+        // with; it writes r->upstream->peer, which is *pc, cleared as a new
+        // request has it (see Inner::clear) before each run.
+        let (rc, at) = unsafe {
+            settled_init::<P>(self.uscf, || {
+                Inner::clear(&mut *self.pc);
+                original(self.request, self.upstream)
+            })
+        };
         // SAFETY: the call has returned; nothing else touches *pc meanwhile.
         let pc = unsafe { &mut *self.pc };
         let ok = rc == Status::NGX_OK.into() && pc.get.is_some() && !pc.data.is_null();
@@ -107,7 +112,7 @@ impl<P: Proto> Balancer for Live<'_, P> {
             }
         );
         match (ok, rc) {
-            (true, _) => Ok(()),
+            (true, _) => Ok(at),
             // An init that "succeeded" without a usable state is an error.
             (false, rc) if rc == Status::NGX_OK.into() => Err(error),
             (false, rc) => Err(rc),

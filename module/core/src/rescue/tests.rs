@@ -41,6 +41,8 @@ struct Fake {
     fresh_tries: Option<usize>,
     /// Peers of the list whose address the request tried.
     tried_in_list: usize,
+    /// A re-init meets a change of the list (and takes the new list).
+    reinit_moves: bool,
 }
 
 impl Fake {
@@ -58,6 +60,7 @@ impl Fake {
             releases: 0,
             fresh_tries: None,
             tried_in_list: 0,
+            reinit_moves: false,
         }
     }
 }
@@ -85,7 +88,7 @@ impl Balancer for Fake {
             Step::BusySame => Selection::Busy,
         }
     }
-    fn reinit(&mut self) -> Result<(), isize> {
+    fn reinit(&mut self) -> Result<usize, isize> {
         self.reinit_calls += 1;
         // Like round-robin's init: tries becomes the list's size, which the
         // rule must undo; a failed init may have written it too.
@@ -93,7 +96,11 @@ impl Balancer for Fake {
         let ok = self.reinits.pop_front().unwrap_or(true);
         if ok {
             self.fresh_states += 1;
-            Ok(())
+            if self.reinit_moves {
+                // A change landed during the init, which then ran again.
+                self.generation += 1;
+            }
+            Ok(self.generation)
         } else {
             Err(-1)
         }
@@ -464,6 +471,25 @@ fn a_fresh_list_caps_the_tries_at_its_untried_peers() {
     (f.tries, f.fresh_tries, f.tried_in_list) = (2, Some(2), 1);
     run(&mut f, ON, 1);
     assert_eq!(f.tries, 2);
+}
+
+/// A change lands during the re-snapshot's own `peer.init`: the fresh
+/// state is taken at the newer generation, which the rule keeps, so the
+/// fresh list's own refusal is classified as such instead of taking a
+/// second, needless re-snapshot (issue 41, defect E).
+#[test]
+fn a_change_during_the_reinit_is_the_fresh_states_generation() {
+    let mut f = Fake::new(&[Step::BusyMoved, Step::BusySame], &[]);
+    f.reinit_moves = true;
+    let (s, d) = run(&mut f, ON, 1);
+    assert_eq!(
+        d.outcome,
+        Outcome::Failed {
+            cause: NoLiveCause::Unavailable,
+            why: Failure::FreshListRefused { at: 9 }
+        }
+    );
+    assert_eq!((s.resnapshots, f.reinit_calls, s.generation), (1, 1, 9));
 }
 
 /// A request that re-snapshotted earlier keeps excluding its history at
