@@ -231,9 +231,9 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// State taken at `generation` (read before the balancer's `peer.init`:
-    /// if the list moves in between, the state is newer than recorded and
-    /// a later refusal is only re-checked once more).
+    /// State taken at `generation` (read before and after the balancer's
+    /// `peer.init`, which runs again while the two differ: the module's
+    /// `settled_init`).
     pub fn new(generation: usize) -> Snapshot {
         Snapshot {
             generation,
