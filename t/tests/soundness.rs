@@ -70,6 +70,16 @@ async fn held_at(
     panic!("no request under {prefix} was held at the address wanted");
 }
 
+/// `r` is answered `status` by the backend at `ip` (which answers with
+/// its address).
+fn assert_answered(r: &Response, status: u16, ip: Ipv4Addr, log: &str) {
+    assert_eq!(
+        (r.status(), r.body.as_str()),
+        (status, format!("{ip}\n").as_str()),
+        "{r:?}\n{log}"
+    );
+}
+
 /// The addresses the backend saw `path` at, in order.
 fn reached(lab: &Lab, path: &str) -> Vec<Ipv4Addr> {
     let seen = lab.backend.seen();
@@ -106,11 +116,7 @@ async fn a_list_that_lost_a_peer_passes_the_last_peers_503_on() {
     let r = request.await.expect("client task");
 
     let log = lab.nginx.error_log();
-    assert_eq!(
-        (r.status(), r.body.clone()),
-        (503, format!("{y}\n")),
-        "{r:?}\n{log}"
-    );
+    assert_answered(&r, 503, y, &log);
     assert_eq!(reached(&lab, &path), [x, y], "{log}");
     let s = lab.status(UPSTREAM).await;
     assert_eq!(s.count(Counter::Rescued), 1, "{s}");
@@ -145,11 +151,7 @@ async fn a_peer_handed_back_unused_is_not_failed_twice() {
     held.close();
     let r = request.await.expect("client task");
     let log = lab.nginx.error_log();
-    assert_eq!(
-        (r.status(), r.body.clone()),
-        (200, format!("{ADDR_B}\n")),
-        "{log}"
-    );
+    assert_answered(&r, 200, ADDR_B, &log);
     let s = lab.status(UPSTREAM).await;
     assert_eq!(s.count(Counter::Excluded), 1, "C was handed back: {s}");
     assert!(!log.contains(DISABLED), "one failure disabled C:\n{log}");

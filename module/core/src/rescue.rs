@@ -210,6 +210,15 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// A re-snapshot met an error: counted as failed, answered `code`.
+    fn errored(mut tally: Tally, fault: Fault, code: isize) -> Decision {
+        tally.add(Counter::Failed);
+        Decision {
+            outcome: Outcome::Errored { fault, code },
+            tally,
+        }
+    }
+
     fn failed(mut tally: Tally, cause: NoLiveCause, why: Failure) -> Decision {
         tally.add(cause.counter());
         Decision {
@@ -358,14 +367,7 @@ impl Snapshot {
                 Err(code) => {
                     // The previous state is back, and so are its tries.
                     b.set_tries(left);
-                    tally.add(Counter::Failed);
-                    return Decision {
-                        outcome: Outcome::Errored {
-                            fault: Fault::ReinitFailed,
-                            code,
-                        },
-                        tally,
-                    };
+                    return Decision::errored(tally, Fault::ReinitFailed, code);
                 }
             }
 
@@ -385,14 +387,7 @@ impl Snapshot {
                     };
                 }
                 (Selection::Error(code), _) => {
-                    tally.add(Counter::Failed);
-                    return Decision {
-                        outcome: Outcome::Errored {
-                            fault: Fault::FreshSelectError,
-                            code,
-                        },
-                        tally,
-                    };
+                    return Decision::errored(tally, Fault::FreshSelectError, code);
                 }
                 (Selection::Busy, excluded) if b.generation() == self.generation => {
                     tally.add(Counter::Failed);
