@@ -78,4 +78,23 @@ mod tests {
         assert!(clippy.contains("--workspace --all-targets"), "{clippy}");
         assert!(clippy.ends_with("-- -D warnings"), "{clippy}");
     }
+
+    /// The zone's peer lists are shared memory that other workers write
+    /// under their locks: a Rust reference to one (`&Peers`, or `&self` in
+    /// its accessors) promises nothing else writes it, which is undefined
+    /// behaviour under Rust's aliasing rules (issue 41, defect G; the
+    /// module made both until then). Every accessor takes a raw pointer and
+    /// reads one field with `addr_of!`.
+    #[test]
+    fn shared_peer_lists_are_never_referenced() {
+        let proto = include_str!("../../module/src/proto.rs");
+        let start = proto.find("pub(crate) trait RrPeers").expect("the trait");
+        let end = start + proto[start..].find("\n}\n").expect("its end");
+        let accessors = &proto[start..end];
+        assert!(!accessors.contains("&self"), "{accessors}");
+        for made in ["peers(us).as_ref()", "peers(us).as_mut()", "&*peers", "&*list"] {
+            assert!(!proto.contains(made), "proto.rs makes a reference: {made}");
+        }
+        assert!(accessors.contains("unsafe fn config(p: *const Self)"));
+    }
 }
