@@ -92,7 +92,12 @@ mod tests {
         let end = start + proto[start..].find("\n}\n").expect("its end");
         let accessors = &proto[start..end];
         assert!(!accessors.contains("&self"), "{accessors}");
-        for made in ["peers(us).as_ref()", "peers(us).as_mut()", "&*peers", "&*list"] {
+        for made in [
+            "peers(us).as_ref()",
+            "peers(us).as_mut()",
+            "&*peers",
+            "&*list",
+        ] {
             assert!(!proto.contains(made), "proto.rs makes a reference: {made}");
         }
         assert!(accessors.contains("unsafe fn config(p: *const Self)"));
