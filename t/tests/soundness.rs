@@ -14,14 +14,18 @@ use std::time::{Duration, Instant};
 
 use generation_retry_core::rescue::Fault;
 use generation_retry_t::backend::{Held, ADDR_A, ADDR_B, ADDR_C, UNAVAILABLE_PATH};
-use generation_retry_t::dns::Answer;
+use generation_retry_t::dns::{Answer, DnsServer};
+use generation_retry_t::errorlog::NO_LIVE;
 use generation_retry_t::gdb::{worker_pids, Breakpoint};
-use generation_retry_t::load::Response;
+use generation_retry_t::load::{Client, Response};
 use generation_retry_t::memcheck::patience;
 use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
-use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{Lab, Spec, NAME};
-use generation_retry_t::shared::UPSTREAM;
+use generation_retry_t::nginx::{free_port, Config, Flavor, Nginx};
+use generation_retry_t::scenario::{status_object, wait_peers, Lab, Spec, NAME};
+use generation_retry_t::shared::{status_server, UPSTREAM};
+use generation_retry_t::stream::{
+    parse_stream_log, BlackHole, Session, HOLE, NAME as STREAM_NAME, NEW, OLD,
+};
 use tokio::task::JoinHandle;
 
 const ON: &str = "generation_retry_resnapshot on;";
@@ -122,6 +126,69 @@ async fn a_list_that_lost_a_peer_passes_the_last_peers_503_on() {
     assert_eq!(s.count(Counter::Rescued), 1, "{s}");
     assert_eq!(s.count(NoLiveCause::Unavailable.counter()), 0, "{s}");
     lab.finish();
+}
+
+/// Defect A in stream, where a session's retry follows a failed connect
+/// and ends, without `no live upstreams`, when its tries run out. The
+/// black hole (`weight=100`, so the first session's first choice) holds
+/// the session's connect; the name `tcp.test` at a port where nothing
+/// listens holds {OLD, NEW}: 3 tries. NEW leaves the list; the black hole
+/// closes (refused, 2 tries left), and the session re-snapshots onto
+/// {hole, OLD}, where only OLD is untried: 1 try. OLD refuses too and the
+/// session ends there, as nginx ends one on a list of two whose peers both
+/// refused. With the tries it had, it asked for a third peer and met
+/// `no live upstreams`, counted as `cause="unavailable"`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stream_list_that_lost_a_peer_ends_the_session_when_its_tries_do() {
+    let dns = DnsServer::start().await;
+    dns.set(STREAM_NAME, Answer::A(vec![OLD, NEW]));
+    let mut hole = BlackHole::start().await;
+    let port = free_port();
+    let stream = format!(
+        "    upstream {UPSTREAM} {{\n        zone {UPSTREAM} 64k;\n        \
+         resolver ${{DNS}} valid=1s ipv6=off;\n        \
+         server {HOLE}:${{APORT}} weight=100;\n        \
+         server {STREAM_NAME}:1 resolve;\n        {ON}\n    }}\n    \
+         server {{\n        listen 127.0.0.1:{port};\n        proxy_pass {UPSTREAM};\n        \
+         proxy_connect_timeout 20s;\n    }}\n"
+    );
+    let config = Config::new(Flavor::with_module(), status_server(true))
+        .stream(stream)
+        .var("DNS", dns.addr())
+        .var("APORT", hole.port());
+    let nginx = Nginx::start(&config);
+    let http = Client::new(nginx.url(""));
+    wait_peers(&http, "stream", UPSTREAM, 3).await;
+
+    // The first session's first choice is the black hole; its connect
+    // hangs there until the hole closes.
+    let session = Session::open((Ipv4Addr::LOCALHOST, port).into(), b"data".to_vec()).await;
+    dns.set(STREAM_NAME, Answer::A(vec![OLD]));
+    wait_peers(&http, "stream", UPSTREAM, 2).await;
+    hole.close();
+    let reply = session.reply(patience(Duration::from_secs(15))).await;
+
+    let log = nginx.error_log();
+    assert!(
+        matches!(&reply, Ok(r) if r.bytes.is_empty()),
+        "{reply:?}\n{log}"
+    );
+    let entry = parse_stream_log(&nginx.stream_log())
+        .into_iter()
+        .find(|e| e.server_port == port)
+        .unwrap_or_else(|| panic!("no stream log line\n{log}"));
+    assert_eq!(
+        entry.upstream_addr,
+        format!("{HOLE}:{}, {OLD}:1", hole.port()),
+        "{log}"
+    );
+    assert!(!log.contains(NO_LIVE), "{log}");
+    let s = status_object(&http, "stream", Some(UPSTREAM))
+        .await
+        .unwrap();
+    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+    assert_eq!(s.count(NoLiveCause::Unavailable.counter()), 0, "{s}");
+    nginx.finish();
 }
 
 /// The static peer C, with `max_fails`, and the name; `hash` keeps every

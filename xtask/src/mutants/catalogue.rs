@@ -197,10 +197,16 @@ pub const MUTANTS: &[Mutant] = &[
         file: RESCUE,
         find: "    left.min(fresh.saturating_sub(b.tried_in_list()))\n",
         replace: "    left.min(fresh)\n",
-        tests: &[(
-            "soundness",
-            "a_list_that_lost_a_peer_passes_the_last_peers_503_on",
-        )],
+        tests: &[
+            (
+                "soundness",
+                "a_list_that_lost_a_peer_passes_the_last_peers_503_on",
+            ),
+            (
+                "soundness",
+                "a_stream_list_that_lost_a_peer_ends_the_session_when_its_tries_do",
+            ),
+        ],
         core: true,
         whole_suite: false,
         version: DEFAULT,
