@@ -116,9 +116,9 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
         // SAFETY: &r->upstream->peer of the live request, read only.
         Inner::take(unsafe { &*pc })
     });
-    // The generation the inner init took its state at, written first, as
-    // the lean path's word, so that it need not be kept across the inner
-    // init; the full path replaces it.
+    // The generation the inner init took its state at, written once the
+    // init has settled, as the lean path's word; the full path replaces
+    // it.
     // SAFETY: the original peer.init with the arguments nginx gave us, on
     // the peer connection as nginx gave it. No reference into the request
     // is alive across the call, which writes it.
@@ -407,6 +407,12 @@ fn settle<P: Proto>(
         unsafe { P::hide_replaced_cookies(data.request, data.headers_mark) };
     }
     match decision.outcome {
+        Outcome::Pass(selection @ Selection::Error(_)) if data.state.resnapshots > 0 => {
+            // A selection after a re-snapshot may have handed a peer back
+            // before the error: its name must not stay (as in `Errored`).
+            pc.name = ptr::from_ref(P::host(uscf)).cast_mut();
+            selection.code(BUSY)
+        }
         Outcome::Pass(selection) => selection.code(BUSY),
         Outcome::Rescued {
             from,

@@ -43,8 +43,9 @@ pub(crate) type InitPeer<P> = Option<
 ///
 /// # Safety
 /// Every accessor takes a pointer to a live list (or peer) of the zone,
-/// read as round-robin reads it: the list's counts and links under its
-/// read lock, or where nginx reads them without one.
+/// read as round-robin reads it: a list's counts, links and peers under
+/// that list's own read lock (the backup list has its own), or where nginx
+/// reads them without one.
 pub(crate) trait RrPeers {
     type Peer;
     /// The zone's change counter (NULL without a zone).
@@ -63,6 +64,7 @@ pub(crate) trait RrPeers {
     /// `&peer->name`: what a balancer's get points `pc->name` at.
     unsafe fn peer_name(peer: *const Self::Peer) -> *const ngx_str_t;
     unsafe fn peer_down(peer: *const Self::Peer) -> bool;
+    unsafe fn peer_fails(peer: *const Self::Peer) -> ngx_uint_t;
     /// `&peer->accessed` and `&peer->checked`: the last failure's time and
     /// the last check's (round-robin's `fail_timeout` bookkeeping).
     unsafe fn peer_times(peer: *mut Self::Peer) -> (*mut time_t, *mut time_t);
@@ -119,6 +121,10 @@ macro_rules! rr_peers {
             unsafe fn peer_down(peer: *const $peer) -> bool {
                 // SAFETY: per the trait's contract.
                 unsafe { ptr::addr_of!((*peer).down).read() != 0 }
+            }
+            unsafe fn peer_fails(peer: *const $peer) -> ngx_uint_t {
+                // SAFETY: per the trait's contract.
+                unsafe { ptr::addr_of!((*peer).fails).read() }
             }
             unsafe fn peer_times(peer: *mut $peer) -> (*mut time_t, *mut time_t) {
                 // SAFETY: per the trait's contract; addresses, no read.
@@ -230,7 +236,9 @@ pub(crate) trait Proto: Registered + Sized + 'static {
     /// balancer that sets its cookie at each selection (`sticky cookie`)
     /// adds one per state, and a re-snapshot gives the request a second
     /// state; nginx's own retries keep one state, and send one cookie. A
-    /// no-op for a protocol without response headers.
+    /// cookie is matched by its name alone (RFC 6265 adds domain and path):
+    /// before the upstream answers, the headers hold only what a balancer
+    /// set. A no-op for a protocol without response headers.
     ///
     /// # Safety
     /// `req` is a live request or session.
@@ -513,134 +521,133 @@ pub(crate) fn generation<P: Proto>(us: &P::Upstream) -> usize {
     unsafe { ptr::read_volatile(config) }
 }
 
-/// Runs `f` with the upstream's primary list and its backup list (NULL
-/// when none) under the lists' read lock, as round-robin reads them; `None`
-/// without a list.
-fn read_locked<P: Proto, R>(
-    us: &P::Upstream,
-    f: impl FnOnce(*mut P::Peers, *mut P::Peers) -> R,
-) -> Option<R> {
-    let peers = rr_peers::<P>(us);
-    if peers.is_null() {
-        return None;
+/// Runs `f` on the upstream's primary list, then on its backup list if it
+/// has one, each under its own read lock, as round-robin locks them (one at
+/// a time: a re-resolve of a backup name write-locks the backup list alone
+/// while it unlinks and frees peers). `f` says whether to go on.
+fn each_list<P: Proto>(us: &P::Upstream, mut f: impl FnMut(*mut P::Peers) -> bool) {
+    let primary = rr_peers::<P>(us);
+    if primary.is_null() {
+        return;
     }
-    // SAFETY: a live list (see `rr_peers`). A zone's lists are guarded by
-    // the primary list's `rwlock` in shared memory; taking its read lock is
-    // what round-robin does to read them. `next` (backup) is NULL or a list
-    // living as long.
+    // SAFETY: a live list (see `rr_peers`); `next`, the backup list, is set
+    // when the zone is copied and never changes after: NULL or a list that
+    // lives as long. Each list's peers are read under that list's own
+    // `rwlock` in shared memory, the lock round-robin takes to read them.
     unsafe {
-        let locked = P::Peers::shared(peers);
-        let lock = P::Peers::rwlock(peers);
-        if locked {
-            ngx_rwlock_rlock(lock);
+        for list in [primary, P::Peers::next(primary)] {
+            if list.is_null() {
+                return;
+            }
+            let locked = P::Peers::shared(list);
+            let lock = P::Peers::rwlock(list);
+            if locked {
+                ngx_rwlock_rlock(lock);
+            }
+            let go = f(list);
+            if locked {
+                ngx_rwlock_unlock(lock);
+            }
+            if !go {
+                return;
+            }
         }
-        let r = f(peers, P::Peers::next(peers));
-        if locked {
-            ngx_rwlock_unlock(lock);
-        }
-        Some(r)
     }
 }
 
-/// Numbers of primary and backup peers, read under the list's read lock.
-/// Only on the failure path and for the status endpoint.
+/// Numbers of primary and backup peers, each read under its list's read
+/// lock. Only on the failure path and for the status endpoint.
 pub(crate) fn peer_counts<P: Proto>(us: &P::Upstream) -> (usize, usize) {
-    read_locked::<P, _>(us, |primary, backup| {
-        // SAFETY: live lists, read under their lock (see `read_locked`).
-        unsafe {
-            let backups = if backup.is_null() {
-                0
-            } else {
-                P::Peers::number(backup)
-            };
-            (P::Peers::number(primary), backups)
-        }
-    })
-    .unwrap_or((0, 0))
+    let mut n = [0; 2];
+    let mut i = 0;
+    each_list::<P>(us, |list| {
+        // SAFETY: a live list, under its lock (see `each_list`).
+        n[i] = unsafe { P::Peers::number(list) };
+        i += 1;
+        true
+    });
+    (n[0], n[1])
 }
 
 /// How many peers of the upstream's lists (primary and backup), not
 /// `down`, have an address for which `tried` says yes: the peers a fresh
 /// round-robin state counts in its tries (`peers->tries` counts those not
-/// down) that a request has already tried. Under the lists' read lock.
+/// down) that a request has already tried. Each list under its read lock.
 pub(crate) fn count_peers<P: Proto>(
     us: &P::Upstream,
     mut tried: impl FnMut(*mut ngx::ffi::sockaddr, ngx::ffi::socklen_t) -> bool,
 ) -> usize {
-    read_locked::<P, _>(us, |primary, backup| {
-        let mut n = 0;
-        for list in [primary, backup] {
-            if list.is_null() {
-                continue;
-            }
-            // SAFETY: live lists and their peers, under the read lock: the
-            // links and addresses change only under the write lock.
-            unsafe {
-                let mut peer = P::Peers::first(list);
-                while !peer.is_null() {
-                    let (sockaddr, socklen) = P::Peers::peer_addr(peer);
-                    if !P::Peers::peer_down(peer) && tried(sockaddr, socklen) {
-                        n += 1;
-                    }
-                    peer = P::Peers::peer_next(peer);
+    let mut n = 0;
+    each_list::<P>(us, |list| {
+        // SAFETY: a live list and its peers, under the list's read lock:
+        // the links and addresses change only under its write lock.
+        unsafe {
+            let mut peer = P::Peers::first(list);
+            while !peer.is_null() {
+                let (sockaddr, socklen) = P::Peers::peer_addr(peer);
+                if !P::Peers::peer_down(peer) && tried(sockaddr, socklen) {
+                    n += 1;
                 }
+                peer = P::Peers::peer_next(peer);
             }
         }
-        n
-    })
-    .unwrap_or(0)
+        true
+    });
+    n
 }
 
 /// Hands a peer back to round-robin's `fail_timeout` bookkeeping as it was
-/// before a selection that will not be used: when the balancer's get has
-/// just opened a trial of a failed peer (`checked` moved past `accessed`,
-/// the time of its last failure), `checked` goes back to `accessed`, so
-/// that the balancer's `free` with state 0 leaves the peer's failures as
-/// they were instead of clearing them (a dead peer revived untried), and
-/// no failure is added (a peer disabled, or its weight cut, for an attempt
-/// never made). The peer is the one whose `name` `pc_name` points at, as a
-/// balancer's get sets `pc->name`; not found (another balancer's peer, or
-/// one a re-resolve removed), nothing is changed. Under the lists' read
-/// lock and the peer's own lock, as round-robin's free writes these.
+/// before a selection that will not be used: when the peer has failures
+/// and its check time is past its last failure's (`checked` after
+/// `accessed`: the balancer's get has just opened its trial, most likely
+/// this request's), `checked` goes back to `accessed`, so that the
+/// balancer's `free` with state 0 leaves the failures as they were instead
+/// of clearing them (a dead peer revived untried), and no failure is added
+/// (a peer disabled, or its weight cut, for an attempt never made). The
+/// peer is the one whose `name` `pc_name` points at, as a balancer's get
+/// sets `pc->name`; not found (another balancer's peer, or one a re-resolve
+/// removed), nothing is changed. Under its list's read lock and the peer's
+/// own lock, as round-robin's free writes these.
 ///
 /// Going back to `accessed` rather than the `checked` of before the get
 /// changes nothing round-robin decides: the get opened the trial because
 /// the earlier `checked` was more than `fail_timeout` ago, and so is
-/// `accessed`, which is never later.
+/// `accessed`, which is never later. Two windows are left, both healing
+/// at the peer's next failure or success: a trial another request opened
+/// in the same second is closed too (its success then does not clear the
+/// failures), and one another worker opens between this and the `free`
+/// (the peer lock is not held across the `free`, which takes it) is taken
+/// as passed.
 pub(crate) fn untouch_peer<P: Proto>(us: &P::Upstream, pc_name: *const ngx_str_t) {
     if pc_name.is_null() {
         return;
     }
-    read_locked::<P, _>(us, |primary, backup| {
-        for list in [primary, backup] {
-            if list.is_null() {
-                continue;
-            }
-            // SAFETY: as in `count_peers`; the peer's times are written
-            // under its own lock (taken when the list is shared, as
-            // round-robin's ngx_http_upstream_rr_peer_lock does).
-            unsafe {
-                let locked = P::Peers::shared(list);
-                let mut peer = P::Peers::first(list);
-                while !peer.is_null() {
-                    if P::Peers::peer_name(peer) == pc_name {
-                        let lock = P::Peers::peer_lock(peer);
-                        if locked {
-                            ngx_rwlock_wlock(lock);
-                        }
-                        let (accessed, checked) = P::Peers::peer_times(peer);
-                        if accessed.read() < checked.read() {
-                            checked.write(accessed.read());
-                        }
-                        if locked {
-                            ngx_rwlock_unlock(lock);
-                        }
-                        return;
+    each_list::<P>(us, |list| {
+        // SAFETY: as in `count_peers`; the peer's fields are written under
+        // its own lock (taken when the list is shared, as round-robin's
+        // ngx_http_upstream_rr_peer_lock does).
+        unsafe {
+            let locked = P::Peers::shared(list);
+            let mut peer = P::Peers::first(list);
+            while !peer.is_null() {
+                if P::Peers::peer_name(peer) == pc_name {
+                    let lock = P::Peers::peer_lock(peer);
+                    if locked {
+                        ngx_rwlock_wlock(lock);
                     }
-                    peer = P::Peers::peer_next(peer);
+                    let (accessed, checked) = P::Peers::peer_times(peer);
+                    if P::Peers::peer_fails(peer) > 0 && accessed.read() < checked.read() {
+                        checked.write(accessed.read());
+                    }
+                    if locked {
+                        ngx_rwlock_unlock(lock);
+                    }
+                    return false;
                 }
+                peer = P::Peers::peer_next(peer);
             }
         }
+        true
     });
 }
 

@@ -163,7 +163,8 @@ async fn race_row(row: Row, fix: Fix) -> Result<(), String> {
     for v in race.response.headers.get_all("set-cookie") {
         names.push(v.to_str().unwrap_or("").split('=').next().unwrap_or(""));
     }
-    let sticky = matches!(fix, Fix::Patched) && name.contains("sticky cookie");
+    let cookie = name.contains("sticky cookie");
+    let sticky = matches!(fix, Fix::Patched) && cookie;
     for n in &names {
         let count = names.iter().filter(|m| *m == n).count();
         if count != if sticky { 2 } else { 1 } {
@@ -173,7 +174,7 @@ async fn race_row(row: Row, fix: Fix) -> Result<(), String> {
             ));
         }
     }
-    if sticky && names.is_empty() {
+    if cookie && names.is_empty() {
         problems.push("no Set-Cookie from `sticky cookie`".into());
     }
 

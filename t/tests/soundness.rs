@@ -161,8 +161,13 @@ async fn a_stream_list_that_lost_a_peer_ends_the_session_when_its_tries_do() {
     wait_peers(&http, "stream", UPSTREAM, 3).await;
 
     // The first session's first choice is the black hole; its connect
-    // hangs there until the hole closes.
+    // hangs there until the hole closes. One round trip through nginx's
+    // one worker after the session connected: the worker has accepted it,
+    // and so taken its state at the list of three, before the change.
     let session = Session::open((Ipv4Addr::LOCALHOST, port).into(), b"data".to_vec()).await;
+    let before = status_object(&http, "stream", Some(UPSTREAM))
+        .await
+        .unwrap();
     dns.set(STREAM_NAME, Answer::A(vec![OLD]));
     wait_peers(&http, "stream", UPSTREAM, 2).await;
     hole.close();
@@ -186,6 +191,7 @@ async fn a_stream_list_that_lost_a_peer_ends_the_session_when_its_tries_do() {
     let s = status_object(&http, "stream", Some(UPSTREAM))
         .await
         .unwrap();
+    assert_eq!(before.count(Counter::Rescued), 0, "{before}");
     assert_eq!(s.count(Counter::Rescued), 1, "{s}");
     assert_eq!(s.count(NoLiveCause::Unavailable.counter()), 0, "{s}");
     nginx.finish();

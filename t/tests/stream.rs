@@ -7,6 +7,7 @@ use generation_retry_t::scenario::patched_rescue_line;
 use std::time::{Duration, Instant};
 
 use generation_retry_t::dns::Answer;
+use generation_retry_t::memcheck::patience;
 use generation_retry_t::stream::{Session, StreamLab, StreamRace, StreamSpec, HOLE, NAME, NEW};
 
 /// `$upstream_addr` of a race that failed over: the black hole, then `rest`.
@@ -353,7 +354,12 @@ async fn dead_primary_handed_back(flavor: Flavor) {
     // A round trip through the worker: it has applied the answer.
     lab.http.get("/applied").await;
     lab.hole.close();
-    let reply = session.reply(Duration::from_secs(10)).await.unwrap();
+    // Refused at the connect's next SYN retransmission: up to about 15 s
+    // after the two-second wait.
+    let reply = session
+        .reply(patience(Duration::from_secs(20)))
+        .await
+        .unwrap();
     let log = lab.nginx.error_log();
     assert_eq!(
         reply.split(),
