@@ -109,23 +109,19 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     else {
         return Status::NGX_ERROR.into();
     };
-    // What nginx gave the peer connection, put back before a run of the
-    // inner init that a change of the list made void.
-    // SAFETY: the live request of this call.
-    let given = unsafe { P::peer_connection(r) }.map(|(pc, _)| {
-        // SAFETY: &r->upstream->peer of the live request, read only.
-        Inner::take(unsafe { &*pc })
-    });
     // The generation the inner init took its state at, written once the
     // init has settled, as the lean path's word; the full path replaces
     // it.
-    // SAFETY: the original peer.init with the arguments nginx gave us, on
-    // the peer connection as nginx gave it. No reference into the request
-    // is alive across the call, which writes it.
+    // SAFETY: the original peer.init with the arguments nginx gave us; a
+    // run again finds the peer connection cleared as a new request has it
+    // (see Inner::clear). No reference into the request is alive across
+    // the call, which writes it.
     let (rc, snapshot) = unsafe {
-        settled_init::<P>(uscf, || {
-            if let (Some(given), Some((pc, _))) = (given, P::peer_connection(r)) {
-                given.put_back(&mut *pc);
+        settled_init::<P>(uscf, |again| {
+            if again {
+                if let Some((pc, _)) = P::peer_connection(r) {
+                    Inner::clear(&mut *pc);
+                }
             }
             original(r, us)
         })
@@ -151,8 +147,9 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
     unsafe { init_unusual::<P>(r, us) }
 }
 
-/// Runs the inner `peer.init` (`init`, which puts the peer connection as
-/// the init must find it first) and returns its code and the generation
+/// Runs the inner `peer.init` (`init`, told whether this is a run again,
+/// which must find the peer connection as a new request has it) and
+/// returns its code and the generation
 /// its state was taken at: the list's generation read before and after,
 /// when they agree. A change that lands during the init (another worker
 /// applying a re-resolve) makes the state's generation unknown, either
@@ -165,17 +162,17 @@ pub(crate) unsafe extern "C" fn init_peer<P: Proto>(
 /// `init` calls the upstream's `peer.init` on a live request.
 unsafe fn settled_init<P: Proto>(
     uscf: &P::Upstream,
-    mut init: impl FnMut() -> ngx_int_t,
+    mut init: impl FnMut(bool) -> ngx_int_t,
 ) -> (ngx_int_t, usize) {
     let mut before = generation::<P>(uscf);
-    let mut rc = init();
+    let mut rc = init(false);
     for _ in 1..SETTLE_RUNS {
         let after = generation::<P>(uscf);
         if rc != Status::NGX_OK.into() || after == before {
             break;
         }
         before = after;
-        rc = init();
+        rc = init(true);
     }
     (rc, before)
 }

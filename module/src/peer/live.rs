@@ -87,7 +87,7 @@ impl<P: Proto> Balancer for Live<'_, P> {
         // with; it writes r->upstream->peer, which is *pc, cleared as a new
         // request has it (see Inner::clear) before each run.
         let (rc, at) = unsafe {
-            settled_init::<P>(self.uscf, || {
+            settled_init::<P>(self.uscf, |_| {
                 Inner::clear(&mut *self.pc);
                 original(self.request, self.upstream)
             })
