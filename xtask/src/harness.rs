@@ -8,6 +8,8 @@ use std::process::{Command, Stdio};
 
 use crate::workspace::{cargo, root, target_dir, Result};
 
+pub mod parallel;
+
 /// The test binaries every version of the matrix runs besides the default
 /// (which runs them all): the http and stream races (stock fails, `on`
 /// rescues, `off` counts, patched rescues), the balancer rows, the
@@ -141,17 +143,19 @@ impl Step {
     }
 }
 
-/// The integration test binaries: `t/tests/*.rs`.
+/// The integration test binaries, as cargo finds them: `t/tests/NAME.rs`
+/// and `t/tests/NAME/main.rs` (a binary whose tests are split in modules).
 pub fn test_binaries() -> Result<Vec<String>> {
     let dir = root().join("t/tests");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| {
-            e.ok()?
-                .file_name()
-                .to_str()?
-                .strip_suffix(".rs")
-                .map(String::from)
+            let e = e.ok()?;
+            let name = e.file_name().to_str()?.to_string();
+            if e.path().join("main.rs").is_file() {
+                return Some(name);
+            }
+            name.strip_suffix(".rs").map(String::from)
         })
         .collect();
     names.sort();
@@ -286,6 +290,15 @@ mod tests {
                 tests.iter().all(|t| MATRIX_TESTS.contains(t)),
                 "{twin}: only matrix tests"
             );
+        }
+    }
+
+    #[test]
+    fn every_binary_the_matrix_names_is_found_whatever_its_form() {
+        // `t/tests/race.rs` and `t/tests/prometheus/main.rs` alike.
+        let found = super::test_binaries().unwrap();
+        for t in MATRIX_TESTS {
+            assert!(found.iter().any(|f| f == t), "{t} not in {found:?}");
         }
     }
 

@@ -5,9 +5,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use crate::harness::{
-    matrix_env, matrix_tests, run_tests, slowest, test_binaries, Step, TestTotals, NO_TEST,
-};
+use crate::harness::{matrix_env, matrix_tests, slowest, test_binaries, Step, TestTotals, NO_TEST};
 use crate::versions::{self, Which, DEFAULT, MATRIX};
 use crate::workspace::{cargo, Result};
 use crate::{build, debian, external, source, suite, valgrind};
@@ -344,7 +342,7 @@ fn test_step(
         cmd.arg("--").args(test_args);
     }
     println!("xtask: nginx {}: tests", built.version);
-    let result = run_tests(&mut cmd, &mut step.totals);
+    let result = crate::harness::parallel::run_tests(&cmd, &mut step.totals);
     // A filter may well match nothing in one version's binaries.
     let result = match result {
         Err(e) if e == NO_TEST && !extra.is_empty() => Ok(()),

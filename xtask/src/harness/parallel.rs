@@ -1,0 +1,222 @@
+//! Test binaries side by side: `cargo test` compiles them (`--no-run`),
+//! then they run `jobs` at a time, each binary's output printed whole when
+//! it ends, under cargo's own `Running` line, so that a log reads as
+//! cargo's would and [`TestTotals`] sums it the same way.
+//!
+//! Why: the suite's binaries mostly wait (on nginx's resolver timers, on
+//! held requests, on reloads), one after another, while the cores idle.
+//! Every binary already runs its own tests two at a time (libtest) and
+//! makes its ports and prefixes its own (`t/src/nginx`), so two binaries
+//! at once ask nothing new of them. The lab's timed claims and the
+//! diagnosis floors measured under load still run alone ([`ALONE`]).
+
+use std::collections::VecDeque;
+use std::io::{BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use super::{TestTotals, NO_TEST};
+use crate::workspace::Result;
+
+/// The binaries that run with no other beside them, first: `statistical`
+/// holds the lab's latency claims, `diagnose_mixed` places 502s by their
+/// timing under load.
+pub const ALONE: &[&str] = &["statistical", "diagnose_mixed"];
+
+/// How many binaries run at once: `GENERATION_RETRY_TEST_JOBS`, else 2
+/// (CI's machine has two cores; `1` runs them one by one, as cargo does).
+pub fn jobs() -> Result<usize> {
+    match std::env::var("GENERATION_RETRY_TEST_JOBS") {
+        Ok(v) => v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            format!("GENERATION_RETRY_TEST_JOBS={v}: expected a count of 1 or more")
+        }),
+        Err(_) => Ok(2),
+    }
+}
+
+/// One compiled test binary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binary {
+    /// As cargo names it in `Running`: `tests/race.rs`, `unittests src/lib.rs`.
+    pub shown: String,
+    /// The target's name: `race`, or the package's for unit tests.
+    pub name: String,
+    pub exe: PathBuf,
+    /// The package's directory, the binary's working directory under cargo.
+    pub dir: PathBuf,
+}
+
+/// The test binaries of cargo's `--message-format=json` output.
+pub fn binaries(json: &str) -> Result<Vec<Binary>> {
+    let mut found = Vec::new();
+    for line in json.lines().filter(|l| l.starts_with('{')) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("cargo's json: {e}: {line}"))?;
+        if v["reason"] != "compiler-artifact" || v["profile"]["test"] != true {
+            continue;
+        }
+        let Some(exe) = v["executable"].as_str() else {
+            continue;
+        };
+        let manifest = PathBuf::from(v["manifest_path"].as_str().unwrap_or_default());
+        let dir = manifest.parent().map(PathBuf::from).unwrap_or_default();
+        let src = PathBuf::from(v["target"]["src_path"].as_str().unwrap_or_default());
+        let rel = src.strip_prefix(&dir).unwrap_or(&src).display().to_string();
+        let kinds = &v["target"]["kind"];
+        let is_test = kinds
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "test"));
+        found.push(Binary {
+            shown: if is_test {
+                rel
+            } else {
+                format!("unittests {rel}")
+            },
+            name: v["target"]["name"].as_str().unwrap_or_default().to_string(),
+            exe: PathBuf::from(exe),
+            dir,
+        });
+    }
+    Ok(found)
+}
+
+/// Runs `cmd`, a `cargo test [ARGS] [-- TEST_ARGS]`, as cargo would, but
+/// with its binaries [`jobs`] at a time ([`ALONE`] first, by themselves);
+/// libtest's result lines are added to `total`. Every binary runs even
+/// when one fails (`--no-fail-fast`); fails when one did, or none ran.
+pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let (cargo_args, test_args) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], &args[i + 1..]),
+        None => (&args[..], &[][..]),
+    };
+    let mut build = Command::new(cmd.get_program());
+    build
+        .args(cargo_args.iter().filter(|a| *a != "--no-fail-fast"))
+        .args(["--no-run", "--message-format=json-render-diagnostics"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    copy_env(cmd, &mut build);
+    if let Some(dir) = cmd.get_current_dir() {
+        build.current_dir(dir);
+    }
+    let out = build
+        .output()
+        .map_err(|e| format!("cannot run {build:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("tests did not build: {}", out.status));
+    }
+    let all = binaries(&String::from_utf8_lossy(&out.stdout))?;
+    let (alone, rest): (Vec<Binary>, Vec<Binary>) = all
+        .into_iter()
+        .partition(|b| ALONE.contains(&b.name.as_str()));
+    let before = total.passed;
+    let failed = Mutex::new(Vec::new());
+    let shared = Mutex::new(std::mem::take(total));
+    let run_one = |b: &Binary| {
+        let mut c = Command::new(&b.exe);
+        c.args(test_args).current_dir(&b.dir);
+        copy_env(cmd, &mut c);
+        let (ok, text) = run_captured(&mut c);
+        // One binary's output at a time, whole.
+        let mut t = shared.lock().unwrap_or_else(|e| e.into_inner());
+        let head = format!("     Running {} ({})", b.shown, b.exe.display());
+        println!("\n{head}");
+        t.add(&head);
+        for line in text.lines() {
+            println!("{line}");
+            t.add(line);
+        }
+        if !ok {
+            failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(b.shown.clone());
+        }
+    };
+    for b in &alone {
+        run_one(b);
+    }
+    let queue = Mutex::new(VecDeque::from(rest));
+    std::thread::scope(|s| {
+        for _ in 0..jobs().unwrap_or(1) {
+            s.spawn(|| loop {
+                let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+                let Some(b) = next else { break };
+                run_one(&b);
+            });
+        }
+    });
+    *total = shared.into_inner().unwrap_or_else(|e| e.into_inner());
+    let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
+    if !failed.is_empty() {
+        return Err(format!("tests failed: {}", failed.join(", ")));
+    }
+    if total.passed == before {
+        return Err(NO_TEST.into());
+    }
+    Ok(())
+}
+
+/// The environment `from` sets (or removes) for its child, set on `to`.
+fn copy_env(from: &Command, to: &mut Command) {
+    for (k, v) in from.get_envs() {
+        match v {
+            Some(v) => to.env(k, v),
+            None => to.env_remove(k),
+        };
+    }
+}
+
+/// Runs `c` with stdout and stderr in one pipe, in order; whether it
+/// succeeded and what it wrote.
+fn run_captured(c: &mut Command) -> (bool, String) {
+    let spawned = std::io::pipe().and_then(|(reader, writer)| {
+        let err = writer.try_clone()?;
+        let child = c.stdout(writer).stderr(err).stdin(Stdio::null()).spawn()?;
+        Ok((reader, child))
+    });
+    let (reader, mut child) = match spawned {
+        Ok(r) => r,
+        Err(e) => return (false, format!("cannot run {c:?}: {e}")),
+    };
+    // The child holds the writing ends now; ours must go for the end.
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut bytes = Vec::new();
+    let mut reader = BufReader::new(reader);
+    let _ = reader.read_to_end(&mut bytes);
+    let ok = child.wait().is_ok_and(|s| s.success());
+    (ok, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_test_binaries_of_cargos_json() {
+        let json = r#"{"reason":"compiler-artifact","manifest_path":"/w/t/Cargo.toml","target":{"kind":["test"],"name":"race","src_path":"/w/t/tests/race.rs"},"profile":{"test":true},"executable":"/w/target/debug/deps/race-1"}
+{"reason":"compiler-artifact","manifest_path":"/w/t/Cargo.toml","target":{"kind":["lib"],"name":"generation_retry_t","src_path":"/w/t/src/lib.rs"},"profile":{"test":true},"executable":"/w/target/debug/deps/generation_retry_t-2"}
+{"reason":"compiler-artifact","manifest_path":"/w/t/Cargo.toml","target":{"kind":["lib"],"name":"generation_retry_t","src_path":"/w/t/src/lib.rs"},"profile":{"test":false},"executable":null}
+{"reason":"build-finished","success":true}"#;
+        let b = binaries(json).unwrap();
+        assert_eq!(b.len(), 2);
+        assert_eq!(b[0].shown, "tests/race.rs");
+        assert_eq!(b[0].name, "race");
+        assert_eq!(b[0].dir, PathBuf::from("/w/t"));
+        assert_eq!(b[1].shown, "unittests src/lib.rs");
+        // Read back as cargo's own line is.
+        let mut t = TestTotals::default();
+        t.add(&format!(
+            "     Running {} ({})",
+            b[0].shown,
+            b[0].exe.display()
+        ));
+        t.add("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 40.09s");
+        assert_eq!(t.binaries, [("tests/race.rs".to_string(), 40.09)]);
+    }
+}
