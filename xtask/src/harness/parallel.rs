@@ -86,6 +86,7 @@ pub fn binaries(json: &str) -> Result<Vec<Binary>> {
 /// libtest's result lines are added to `total`. Every binary runs even
 /// when one fails (`--no-fail-fast`); fails when one did, or none ran.
 pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
+    let jobs = jobs()?;
     let args: Vec<String> = cmd
         .get_args()
         .map(|a| a.to_string_lossy().into_owned())
@@ -143,7 +144,7 @@ pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
     }
     let queue = Mutex::new(VecDeque::from(rest));
     std::thread::scope(|s| {
-        for _ in 0..jobs().unwrap_or(1) {
+        for _ in 0..jobs {
             s.spawn(|| loop {
                 let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
                 let Some(b) = next else { break };
