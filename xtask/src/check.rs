@@ -1,9 +1,12 @@
 //! `cargo xtask check`: the lint gate `.ci/run` runs before the tests.
 //! Formatting (`rustfmt.toml`), then clippy over every crate and target
 //! with warnings denied (the workspace's `[workspace.lints]` among them).
-//! Both run even when the first fails, so one run shows everything to fix.
+//! Then the house's sizes ([`sizes`]). All run even when one fails, so one
+//! run shows everything to fix.
 
-use crate::workspace::{cargo, Result};
+use crate::workspace::{cargo, root, Result};
+
+mod sizes;
 
 /// The checks, in order: a name for the report, and cargo's arguments.
 const CHECKS: &[(&str, &[&str])] = &[
@@ -48,8 +51,16 @@ pub fn command(args: &[String]) -> Result {
         }
         failed.push(*name);
     }
+    eprintln!("xtask: check: sizes");
+    let breaches = sizes::breaches(&root());
+    for b in &breaches {
+        eprintln!("xtask: check: {b}");
+    }
+    if !breaches.is_empty() {
+        failed.push("sizes");
+    }
     if failed.is_empty() {
-        eprintln!("xtask: check: rustfmt and clippy clean");
+        eprintln!("xtask: check: rustfmt and clippy clean, sizes within their limits");
         Ok(())
     } else {
         Err(format!("check failed: {}", failed.join(", ")))
