@@ -1,10 +1,13 @@
 //! What nginx is told: which binary ([`Flavor`]) and the configuration
-//! file ([`Config`]), rendered from templates whose `${NAME}`s are filled in.
+//! file ([`Config`]), rendered from templates whose `${NAME}`s are filled in;
+//! and whether nginx accepts it ([`test_config`]: `nginx -t`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use super::{install_dir, installed};
+use super::install::{install_dir, installed};
+use super::process::{free_port, fresh_prefix};
 use crate::accesslog::{self, LOG_FORMAT_NAME};
 use crate::shared::UPSTREAM;
 
@@ -219,4 +222,46 @@ impl Config {
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// The result of `nginx -t`.
+#[derive(Debug)]
+pub struct ConfigTest {
+    pub ok: bool,
+    pub stderr: String,
+}
+
+/// Runs `nginx -t` on a configuration.
+pub fn test_config(config: &Config) -> ConfigTest {
+    test_config_under(config, &[])
+}
+
+/// Runs `nginx -t` on a configuration under `wrapper` (a command and its
+/// arguments, nginx's command line following them), e.g. gdb in batch
+/// mode; nothing when empty.
+pub fn test_config_under(config: &Config, wrapper: &[&str]) -> ConfigTest {
+    let prefix = fresh_prefix(config.flavor.name);
+    let conf = prefix.join("nginx.conf");
+    fs::write(&conf, config.render(&prefix, free_port())).unwrap();
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(&config.flavor.binary);
+            cmd
+        }
+        None => Command::new(&config.flavor.binary),
+    };
+    let out = cmd
+        .arg("-p")
+        .arg(&prefix)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-t")
+        .output()
+        .expect("run nginx -t");
+    let _ = fs::remove_dir_all(&prefix);
+    ConfigTest {
+        ok: out.status.success(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }

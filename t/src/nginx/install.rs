@@ -1,0 +1,98 @@
+//! Where `cargo xtask build` installed nginx and the module, which nginx
+//! that is (version, Tengine or not), and the module's build as xtask runs
+//! it (for tests that build it against another tree).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where `cargo xtask build` installed nginx and the module.
+pub fn install_dir() -> PathBuf {
+    match std::env::var_os("GENERATION_RETRY_NGINX_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/nginx/1.28.0"),
+    }
+}
+
+/// The version of the stock nginx under test, as `(major, minor, patch)`
+/// from its `nginx -V`, so a test can use what a version has (sticky from
+/// 1.29.6, least_time from 1.31.0).
+pub fn version() -> (u32, u32, u32) {
+    static VERSION: std::sync::OnceLock<(u32, u32, u32)> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let binary = installed("stock/sbin/nginx");
+        // -V: Angie's -v names only Angie; -V says the nginx inside too.
+        let out = Command::new(&binary).arg("-V").output().expect("nginx -V");
+        let said = String::from_utf8_lossy(&out.stderr);
+        let v: Vec<u32> = said
+            .split("nginx/")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(|v| v.split('.').filter_map(|p| p.parse().ok()).collect())
+            .unwrap_or_default();
+        match v.as_slice() {
+            [a, b, c] => (*a, *b, *c),
+            _ => panic!("{} -v: {said}", binary.display()),
+        }
+    })
+}
+
+/// Whether the nginx under test is Tengine (`nginx -v` says
+/// `Tengine version: Tengine/X.Y.Z` before nginx's version).
+pub fn is_tengine() -> bool {
+    static TENGINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TENGINE.get_or_init(|| {
+        let binary = installed("stock/sbin/nginx");
+        let out = Command::new(&binary).arg("-v").output().expect("nginx -v");
+        String::from_utf8_lossy(&out.stderr).contains("Tengine version:")
+    })
+}
+
+/// `rel` under [`install_dir`], which must be there.
+pub(super) fn installed(rel: &str) -> PathBuf {
+    let path = install_dir().join(rel);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo xtask build` (or `cargo xtask nginx-test`)",
+        path.display()
+    );
+    path
+}
+
+/// The matrix's module target directory: `GENERATION_RETRY_MODULE_TARGET_DIR`,
+/// else `target/module-cargo`.
+pub fn module_target_dir() -> PathBuf {
+    std::env::var_os("GENERATION_RETRY_MODULE_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/module-cargo"),
+            PathBuf::from,
+        )
+}
+
+/// `cargo build --release` of the module against the nginx tree whose
+/// objs are `objs` (`NGINX_BUILD_DIR`), as `cargo xtask build` builds it,
+/// in the matrix's module target directory
+/// (`GENERATION_RETRY_MODULE_TARGET_DIR`, else `target/module-cargo`),
+/// whose dependencies are built: the command, for the caller's own
+/// environment and run.
+pub fn module_build(objs: &Path) -> std::process::Command {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = module_target_dir();
+    let mut c = std::process::Command::new(env!("CARGO"));
+    c.current_dir(&workspace)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--package",
+            "ngx_http_upstream_generation_retry_module",
+            "--no-default-features",
+            "--features",
+            "export-modules",
+            "--target-dir",
+        ])
+        .arg(target)
+        .env("NGINX_BUILD_DIR", objs)
+        .env_remove("RUSTFLAGS");
+    c
+}
