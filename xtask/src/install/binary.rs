@@ -1,0 +1,207 @@
+//! The operator's nginx: what `BINARY -V` says of it, whether it can take
+//! the module, and running it (`-t`, `-T`) as the install does.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::Args;
+use crate::source;
+use crate::workspace::Result;
+
+/// The first nginx with `server ... resolve` in open source, and with it
+/// the generation check this module answers.
+pub const FLOOR: (u32, u32, u32) = (1, 27, 3);
+
+/// What `nginx -V` says about a binary.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The nginx version (Tengine 3.2.0's is 1.31.3).
+    pub version: String,
+    /// Whose source the module is built against: the nginx version, or
+    /// `tengine-X.Y.Z` (`-V` says `Tengine version: Tengine/X.Y.Z`), whose
+    /// structures differ from nginx's.
+    pub codebase: String,
+    pub arguments: Vec<String>,
+}
+
+impl Identity {
+    pub(super) fn has(&self, flag: &str) -> bool {
+        self.arguments.iter().any(|a| a == flag)
+    }
+
+    /// The value of `--name=value`.
+    pub(super) fn value(&self, name: &str) -> Option<&str> {
+        self.arguments
+            .iter()
+            .find_map(|a| a.strip_prefix(name)?.strip_prefix('='))
+    }
+
+    /// `nginx 1.30.4`, `tengine-3.2.0 (nginx 1.31.3)`.
+    pub(super) fn describe(&self) -> String {
+        if self.codebase == self.version {
+            format!("nginx {}", self.version)
+        } else {
+            format!("{} (nginx {})", self.codebase, self.version)
+        }
+    }
+
+    pub(super) fn version_tuple(&self) -> Option<(u32, u32, u32)> {
+        let mut it = self.version.split('.').map(|p| p.parse::<u32>().ok());
+        Some((it.next()??, it.next()??, it.next()??))
+    }
+}
+
+/// Parses `nginx -V` output: `nginx version: nginx/1.30.4 (Ubuntu)` and
+/// `configure arguments: ...` (arguments split on blanks outside quotes).
+pub fn parse_v(text: &str) -> Option<Identity> {
+    let version = text
+        .lines()
+        .find_map(|l| l.split("nginx version: nginx/").nth(1))?
+        .split_whitespace()
+        .next()?
+        .to_string();
+    let args = text
+        .lines()
+        .find_map(|l| l.strip_prefix("configure arguments:"))
+        .unwrap_or("");
+    let mut arguments = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = None;
+    for c in args.chars() {
+        match (quoted, c) {
+            (None, '\'' | '"') => quoted = Some(c),
+            (Some(q), c) if c == q => quoted = None,
+            (None, c) if c.is_whitespace() => {
+                if !cur.is_empty() {
+                    arguments.push(std::mem::take(&mut cur));
+                }
+            }
+            (_, c) => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        arguments.push(cur);
+    }
+    let fork = |says: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.split(says).nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(|v| format!("{name}-{v}"))
+    };
+    let codebase = fork("Tengine version: Tengine/", "tengine")
+        .or_else(|| fork("Angie version: Angie/", "angie"))
+        .unwrap_or_else(|| version.clone());
+    Some(Identity {
+        version,
+        codebase,
+        arguments,
+    })
+}
+
+/// `BINARY -V`, read.
+pub(super) fn identify(binary: &Path) -> Result<Identity> {
+    let out = Command::new(binary)
+        .arg("-V")
+        .output()
+        .map_err(|e| format!("{}: {e}", binary.display()))?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    parse_v(&said).ok_or(format!(
+        "{} -V does not say `nginx version: nginx/...`:\n{said}",
+        binary.display()
+    ))
+}
+
+/// Whether this binary can take the module; `Ok(false)` when it has no
+/// race to fix (said, exit 0).
+pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
+    let v = &id.version;
+    let bin = a.binary.display();
+    let Some(tuple) = id.version_tuple() else {
+        return Err(format!("{bin} says nginx/{v}, which is not a version"));
+    };
+    if tuple < FLOOR {
+        println!(
+            "nginx {v} is not affected: the race came with `server ... resolve` in nginx \
+             1.27.3 (nginx/nginx#1656). Nothing to install."
+        );
+        return Ok(false);
+    }
+    if id.codebase.starts_with("angie-") {
+        return Err(format!(
+            "{bin} is {}: no module on ngx 0.5 can be built for Angie (nginx-sys's module \
+             structure names nginx's `spare1`, which Angie calls `angie_sign`). Angie's fix is \
+             its core patch: nginx-src-patches/angie-1.12.1 (README, Tengine and Angie)",
+            id.describe()
+        ));
+    }
+    if id.has("--without-http_upstream_zone_module") {
+        println!(
+            "{bin} (nginx {v}) has no http upstream zone module, which the module needs (the \
+             generation it follows lives in the zone). Nothing to install."
+        );
+        return Ok(false);
+    }
+    if !id.has("--with-compat") {
+        return Err(format!(
+            "{bin} (nginx {v}) was configured without --with-compat, so it loads only \
+             modules built against its own configured tree. Configure nginx {v}'s source with \
+             the arguments `nginx -V` prints, then build against that tree's objs: \
+             NGINX_BUILD_DIR=/path/to/nginx-{v}/objs cargo build --release \
+             --no-default-features --features export-modules (README: Building from source)"
+        ));
+    }
+    if id.has("--prefix=/usr/share/nginx") && a.source.user.is_none() {
+        // Debian's and Ubuntu's own nginx: their module build is from
+        // nginx-dev, and apt should know the module.
+        let dev = source::tree_version(Path::new("/usr/share/nginx/src")).ok();
+        let then = "then `apt install ./target/debian/libnginx-mod-http-generation-retry_*.deb`";
+        return Err(match dev {
+            Some(dev) if dev == *v => format!(
+                "{bin} is Debian's or Ubuntu's nginx {v}: build the package with \
+                 `cargo xtask debian --installed --no-test`, {then}"
+            ),
+            Some(dev) => format!(
+                "{bin} is nginx {v} but the installed nginx-dev is {dev}: upgrade them \
+                 together (apt install nginx nginx-dev), then `cargo xtask debian --installed \
+                 --no-test`, {then}"
+            ),
+            None => format!(
+                "{bin} is Debian's or Ubuntu's nginx {v}: `apt install nginx-dev`, then \
+                 `cargo xtask debian --installed --no-test`, {then}"
+            ),
+        });
+    }
+    Ok(true)
+}
+
+/// `BINARY [-p PREFIX] ARGS`.
+fn nginx(a: &Args, args: &[&str]) -> Result<Output> {
+    let mut cmd = Command::new(&a.binary);
+    if let Some(p) = &a.prefix {
+        cmd.arg("-p").arg(p);
+    }
+    cmd.args(args)
+        .output()
+        .map_err(|e| format!("{}: {e}", a.binary.display()))
+}
+
+/// `BINARY -t` of the running configuration: nginx's words when it fails.
+pub(super) fn test_config(a: &Args) -> std::result::Result<(), String> {
+    let out = nginx(a, &["-t"])?;
+    let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(said)
+    }
+}
+
+/// The files `BINARY -T` dumps (`# configuration file PATH:`).
+pub(super) fn config_files(a: &Args) -> Result<Vec<PathBuf>> {
+    let out = nginx(a, &["-T"])?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("# configuration file "))
+        .map(|l| PathBuf::from(l.trim_end_matches(':')))
+        .collect())
+}

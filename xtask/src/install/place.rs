@@ -1,0 +1,217 @@
+//! Where the module and its `load_module` snippet go for the operator's
+//! nginx, and placing them there: the one before kept as `.so.old`, every
+//! file written beside and renamed, and all of it put back on failure.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::binary::Identity;
+use crate::build::MODULE_FILE;
+use crate::workspace::Result;
+
+/// The snippet's name in a Debian-style `modules-enabled/`: after Debian's
+/// `50-mod-stream.conf`, which the stream part needs loaded first.
+const ENABLED_NAME: &str = "70-mod-http-generation-retry.conf";
+/// Elsewhere: a file in `modules.d/`, which nginx.conf includes.
+const SNIPPET_DIR: &str = "modules.d";
+const SNIPPET_NAME: &str = "generation-retry.conf";
+
+/// Where the binary keeps its modules and configuration.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub modules: PathBuf,
+    pub conf: PathBuf,
+    /// The file holding the `load_module` line.
+    pub snippet: PathBuf,
+    /// The `include` nginx.conf needs for it (none in `modules-enabled/`,
+    /// which Debian's nginx.conf includes).
+    pub include: Option<String>,
+}
+
+impl Layout {
+    pub fn of(id: &Identity, prefix: Option<&Path>) -> Layout {
+        let prefix = prefix
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(id.value("--prefix").unwrap_or("/usr/local/nginx")));
+        let at = |p: &str| {
+            let p = Path::new(p);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                prefix.join(p)
+            }
+        };
+        let modules = at(id.value("--modules-path").unwrap_or("modules"));
+        let conf = at(id.value("--conf-path").unwrap_or("conf/nginx.conf"));
+        let conf_dir = conf.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let enabled = conf_dir.join("modules-enabled");
+        let (snippet, include) = if enabled.is_dir() {
+            (enabled.join(ENABLED_NAME), None)
+        } else {
+            (
+                conf_dir.join(SNIPPET_DIR).join(SNIPPET_NAME),
+                Some(format!(
+                    "include {}/*.conf;",
+                    conf_dir.join(SNIPPET_DIR).display()
+                )),
+            )
+        };
+        Layout {
+            modules,
+            conf,
+            snippet,
+            include,
+        }
+    }
+
+    pub(super) fn module(&self) -> PathBuf {
+        self.modules.join(MODULE_FILE)
+    }
+
+    pub(super) fn previous(&self) -> PathBuf {
+        self.modules.join(format!("{MODULE_FILE}.old"))
+    }
+
+    pub(super) fn snippet_text(&self) -> String {
+        format!("load_module {};\n", self.module().display())
+    }
+
+    /// The line that includes the snippet: [`Layout::include`], or the
+    /// snippet itself.
+    pub(super) fn include_line(&self) -> String {
+        self.include
+            .clone()
+            .unwrap_or_else(|| format!("include {};", self.snippet.display()))
+    }
+}
+
+/// The Debian package that installed the module here, if one did: dpkg
+/// knows the shared object, or the `modules-enabled` file is a link.
+/// Files a package owns are left to apt.
+pub(super) fn package_owner(layout: &Layout) -> Option<String> {
+    let linked = fs::symlink_metadata(&layout.snippet).is_ok_and(|m| m.file_type().is_symlink());
+    let out = Command::new("dpkg-query")
+        .arg("--search")
+        .arg(layout.module())
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    match out {
+        Some(o) => String::from_utf8_lossy(&o.stdout)
+            .split(':')
+            .next()
+            .map(|p| p.trim().to_string()),
+        None if linked => Some("a package (the modules-enabled file is a link)".into()),
+        None => None,
+    }
+}
+
+/// What a file was before the install touched it.
+pub(super) enum Was {
+    Absent,
+    File(Vec<u8>),
+}
+
+impl Was {
+    /// `path` as it is now: absent, or its bytes. Any other error (a file
+    /// that cannot be read) stops the install before it changes anything.
+    pub(super) fn read(path: &Path) -> Result<Was> {
+        match fs::read(path) {
+            Ok(b) => Ok(Was::File(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Was::Absent),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// Puts `path` back as it was.
+    fn restore(&self, path: &Path) -> Result {
+        match self {
+            Was::File(b) => {
+                if fs::read(path).ok().as_deref() != Some(&b[..]) {
+                    replace(path, b)?;
+                }
+                Ok(())
+            }
+            Was::Absent => match fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(format!("{}: {e}", path.display()))
+                }
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+/// The files the install may change, as they were before it, to put back
+/// on failure.
+pub(super) struct Undo {
+    module: Was,
+    previous: Was,
+    snippet: Was,
+    snippet_dir_made: bool,
+}
+
+impl Undo {
+    pub(super) fn take(layout: &Layout) -> Result<Undo> {
+        let dir = layout.snippet.parent().unwrap_or(Path::new("/"));
+        Ok(Undo {
+            module: Was::read(&layout.module())?,
+            previous: Was::read(&layout.previous())?,
+            snippet: Was::read(&layout.snippet)?,
+            snippet_dir_made: !dir.is_dir(),
+        })
+    }
+
+    /// Puts back every file as it was (each one tried, the first error
+    /// said).
+    pub(super) fn put_back(&self, layout: &Layout) -> Result {
+        let results = [
+            self.module.restore(&layout.module()),
+            self.previous.restore(&layout.previous()),
+            self.snippet.restore(&layout.snippet),
+        ];
+        if self.snippet_dir_made {
+            let _ = fs::remove_dir(layout.snippet.parent().unwrap_or(Path::new("/")));
+        }
+        results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
+    }
+}
+
+/// Installs the shared object (unless `same_module`: the one there is the
+/// same bytes), the one there before kept as `.so.old`, and the snippet.
+/// The module's path never goes missing: the old file is hard-linked to
+/// `.so.old`, then the new one renamed over it, so a reload at any moment
+/// finds a module, and a running nginx keeps the file it mapped.
+pub(super) fn put_in(layout: &Layout, new: &[u8], text: &str, same_module: bool) -> Result {
+    let module = layout.module();
+    fs::create_dir_all(&layout.modules)
+        .map_err(|e| format!("{}: {e}", layout.modules.display()))?;
+    if !same_module {
+        if module.is_file() {
+            let previous = layout.previous();
+            let _ = fs::remove_file(&previous);
+            fs::hard_link(&module, &previous)
+                .map_err(|e| format!("{} -> {}: {e}", module.display(), previous.display()))?;
+        }
+        replace(&module, new)?;
+    }
+    let dir = layout.snippet.parent().unwrap_or(Path::new("/"));
+    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    replace(&layout.snippet, text.as_bytes())
+}
+
+/// `path` replaced by `bytes` (mode 0644): written beside, then renamed.
+pub(super) fn replace(path: &Path, bytes: &[u8]) -> Result {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.new"));
+    write_file(&tmp, bytes)?;
+    fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result {
+    fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o644))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
