@@ -4,7 +4,7 @@
 //! - `cargo xtask install --for BINARY`: reads `BINARY -V`; stops with exit 0
 //!   below nginx 1.27.3 (no `resolve`, no race) and with the way to build
 //!   against the binary's own tree when it lacks `--with-compat`; obtains
-//!   that exact version's source (`source/mod.rs`: `--nginx-source`, the
+//!   that exact version's source (`source/`: `--nginx-source`, the
 //!   mirror, the `nginx-src` crate, or nginx.org's signed tarball);
 //!   configures it with the flags of the binary that decide structure
 //!   layouts and which parts the module has (no `make`: no nginx is built);
