@@ -1,0 +1,191 @@
+//! The scripted race on a [`Lab`] (a held first attempt, a DNS flip, the
+//! close that makes nginx retry), the same failure without a flip, and a
+//! binary upgrade under load; [`Race`] is what one race produced.
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use super::spec::NAME;
+use super::Lab;
+use crate::accesslog::Entry;
+use crate::backend::{Backend, ADDR_A, ADDR_B};
+use crate::dns::Answer;
+use crate::load::{open_loop, Client, Response, Sent};
+use crate::memcheck::patience;
+impl Lab {
+    /// The deterministic race, once:
+    ///
+    /// 1. a request on a warm keepalive connection to the current address is
+    ///    held by the backend;
+    /// 2. the DNS answer flips to the other address, and the test waits until
+    ///    nginx has asked, been told, and applied it (new requests reach the
+    ///    new address);
+    /// 3. the backend closes the held connection without answering, so nginx
+    ///    retries (a failed cached connection gets its try back) and selects
+    ///    again, now under a changed peer-list generation.
+    pub async fn race_once(&mut self, i: usize) -> Race {
+        self.race_once_then(i, |_| {}).await
+    }
+
+    /// [`Lab::race_once`], calling `before_release` on the backend just
+    /// before the held connection is closed (to fail the retry too, say).
+    pub async fn race_once_then(
+        &mut self,
+        i: usize,
+        before_release: impl FnOnce(&Backend),
+    ) -> Race {
+        self.race(i, false, before_release).await
+    }
+
+    /// [`Lab::race_once`], but the re-resolve answers NXDOMAIN: the list is
+    /// emptied (its generation moves) while the first attempt is held, so
+    /// the retry's fresh snapshot has no peer. Needs the module's status
+    /// endpoint, which says when nginx applied the empty list. `Race::new`
+    /// is `0.0.0.0`.
+    pub async fn race_to_nxdomain(&mut self, i: usize) -> Race {
+        self.race(i, true, |_| {}).await
+    }
+
+    async fn race(
+        &mut self,
+        i: usize,
+        nxdomain: bool,
+        before_release: impl FnOnce(&Backend),
+    ) -> Race {
+        let old = self.current;
+        let new = match (nxdomain, old == ADDR_A) {
+            (true, _) => Ipv4Addr::UNSPECIFIED,
+            (false, true) => ADDR_B,
+            (false, false) => ADDR_A,
+        };
+
+        let hold = if self.keepalive {
+            // A cached connection to `old`: its next request is a reused one.
+            self.wait_proxying_to(old, &format!("/warm/{i}")).await;
+            self.backend.arm_hold()
+        } else {
+            self.backend.arm_hold_any()
+        };
+        let path = format!("/race/{i}");
+        let client = self.client.clone();
+        let request = {
+            let path = path.clone();
+            tokio::spawn(async move { client.get(&path).await })
+        };
+        let held = hold
+            .caught(patience(Duration::from_secs(10)))
+            .await
+            .unwrap_or_else(|e| panic!("race {i}: {e}"));
+        if self.keepalive {
+            assert_eq!(held.addr, old, "race {i}: held on the wrong address");
+        }
+        assert_eq!(held.path, path);
+        let first_hop = held.addr;
+
+        // With the module, its status shows when nginx applied the answer:
+        // the list's generation moves. (A probe answered by `new` can come
+        // from a static peer at the same address before that.)
+        let generation = self.generation().await;
+        let since = Instant::now();
+        let answer = if nxdomain {
+            Answer::NxDomain
+        } else {
+            Answer::A(vec![new])
+        };
+        self.dns.set(NAME, answer.clone());
+        self.dns
+            .wait_answered(NAME, &answer, since, patience(Duration::from_secs(10)))
+            .await
+            .unwrap_or_else(|e| panic!("race {i}: {e}"));
+        if let Some(before) = generation {
+            self.wait_generation_past(before).await;
+        }
+        if nxdomain {
+            self.wait_peers(0).await;
+        } else {
+            self.wait_proxying_to(new, &format!("/probe/{i}")).await;
+            self.current = new;
+        }
+
+        before_release(&self.backend);
+        let released = Instant::now();
+        held.close();
+        let response = request.await.expect("client task");
+        let after_release = released.elapsed();
+        let entry = self.access_entry(&path).await;
+        Race {
+            old,
+            new,
+            first_hop,
+            after_release,
+            path,
+            response,
+            entry,
+        }
+    }
+
+    /// The same failure without a DNS flip: a request on a reused keepalive
+    /// connection is closed by the backend and nginx retries it under an
+    /// unchanged generation (the ordinary cached-connection retry).
+    /// Returns the time from the close to the client's response.
+    pub async fn retry_without_flip(&mut self, i: usize) -> (Response, Duration) {
+        self.retry_without_flip_then(i, |_| {}).await
+    }
+
+    /// [`Lab::retry_without_flip`], running `before_release` just before
+    /// the backend closes the held connection (as [`Lab::race_once_then`]).
+    pub async fn retry_without_flip_then(
+        &mut self,
+        i: usize,
+        before_release: impl FnOnce(&Backend),
+    ) -> (Response, Duration) {
+        self.wait_proxying_to(self.current, &format!("/warm-plain/{i}"))
+            .await;
+        let hold = self.backend.arm_hold();
+        let client = self.client.clone();
+        let path = format!("/plain/{i}");
+        let request = tokio::spawn(async move { client.get(&path).await });
+        let held = hold
+            .caught(patience(Duration::from_secs(10)))
+            .await
+            .unwrap_or_else(|e| panic!("retry {i}: {e}"));
+        before_release(&self.backend);
+        let released = Instant::now();
+        held.close();
+        let response = request.await.expect("client task");
+        (response, released.elapsed())
+    }
+
+    /// A binary upgrade (USR2, then QUIT to the old master; nginx must run
+    /// as a daemon, `Spec::daemon`) under a steady load: 100 GETs a second
+    /// of `/steady/N`, each on a new connection (a pooled one that the old
+    /// worker closes while idle would fail on the client's side of the
+    /// keepalive race), for 6 s, the upgrade 1 s in. What the load got.
+    pub async fn upgrade_under_load(&mut self) -> Vec<Sent> {
+        let client = Client::without_keepalive(self.nginx.url(""));
+        let load = tokio::spawn(async move {
+            open_loop(&client, 100.0, Duration::from_secs(6), |i| {
+                (reqwest::Method::GET, format!("/steady/{i}"), None)
+            })
+            .await
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.nginx.binary_upgrade().await;
+        load.await.expect("the load")
+    }
+}
+
+/// What one race produced.
+#[derive(Debug)]
+pub struct Race {
+    pub old: Ipv4Addr,
+    pub new: Ipv4Addr,
+    /// Where the held (failed) first attempt went.
+    pub first_hop: Ipv4Addr,
+    /// From closing the held connection to the client's response: the cost
+    /// of nginx's retry (and of a rescue, when there was one).
+    pub after_release: Duration,
+    pub path: String,
+    pub response: Response,
+    pub entry: Entry,
+}
