@@ -3,6 +3,12 @@
 //! (`no live upstreams` while a `server NAME resolve` name's addresses
 //! change, nginx/nginx#1656), and which have other causes.
 //!
+//! Its neighbours: the nginx module (the repository's root package), which
+//! in observe mode writes a `generation_retry: ... cause=` line before each
+//! `no live upstreams` (this tool needs none of them: it counts the
+//! module's lines and leaves them out); and the test bench `t/`, which
+//! scores this tool on lab logs labelled by those `cause=` lines.
+//!
 //! The binary is a thin wrapper around [`run`]; everything else is here so
 //! tests can drive it:
 //!

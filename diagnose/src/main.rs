@@ -1,4 +1,8 @@
-//! The `generation-retry-diagnose` binary: see the library's [`run`].
+//! The `generation-retry-diagnose` binary: tells which of an nginx's
+//! 502/504s are the upstream generation race, from its stock logs. A thin
+//! wrapper around the library's [`run`]; the library's docs name its
+//! neighbours (the module, whose `cause=` lines label the lab's logs, and
+//! the test bench `t/`, which scores it on them).
 
 use std::process::ExitCode;
 
