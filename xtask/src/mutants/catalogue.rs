@@ -2,7 +2,7 @@
 //! the tests that must catch it. The runner is `super` (mutants.rs).
 //!
 //! A mutant's `find` is matched with any run of whitespace standing for
-//! any other (`super::locate`): rustfmt moving a line break or an indent
+//! any other (`super::apply::locate`): rustfmt moving a line break or an indent
 //! does not break a mutant; a changed token does, loudly (the unit test
 //! `every_mutant_applies_exactly_once`).
 
@@ -19,7 +19,7 @@ pub struct Mutant {
     pub tests: &'static [(&'static str, &'static str)],
     /// Also run `generation-retry-core`'s unit tests (a mutant of core).
     pub core: bool,
-    /// Run every test binary, and judge by [`super::guards`] (the
+    /// Run every test binary, and judge by [`super::guards::guards`] (the
     /// do-nothing module).
     pub whole_suite: bool,
     /// The nginx the mutant is built for and tested on: the default

@@ -1,0 +1,137 @@
+//! The mutation check's unit tests: the catalogue applies to the sources
+//! as they are and names tests that exist, a mutant survives rustfmt, and
+//! guards and libtest's results are read right.
+
+use std::collections::BTreeSet;
+
+use super::apply::{check_applies, locate, read};
+use super::cargo_test::parse_results;
+use super::catalogue::SLOT_ADD;
+use super::guards::guards;
+use super::MUTANTS;
+use crate::harness::test_binaries;
+use crate::workspace::root;
+
+/// The list cannot rot silently: every mutant applies to the sources as
+/// they are, and every test it names exists.
+#[test]
+fn every_mutant_applies_exactly_once() {
+    for m in MUTANTS {
+        let text = read(&root().join(m.file)).unwrap();
+        check_applies(m, &text).unwrap();
+        assert_ne!(m.find, m.replace, "{}", m.name);
+    }
+}
+
+#[test]
+fn a_mutant_survives_rustfmt_moving_its_line_breaks() {
+    let find = "    if let Some(slot) = conf.slot() {\n";
+    let text = "fn f() {\n    let x = 1;\n    if let Some(slot) =\n        conf.slot()\n    {\n        go();\n";
+    let spans = locate(text, find);
+    assert_eq!(spans.len(), 1, "{spans:?}");
+    let mut mutated = text.to_string();
+    mutated.replace_range(spans[0].clone(), "    if true {\n");
+    assert_eq!(
+        mutated,
+        "fn f() {\n    let x = 1;\n    if true {\n        go();\n"
+    );
+    // A changed token is no match.
+    assert!(locate("    if let Some(slot) = conf.slots() {\n", find).is_empty());
+    // Twice is found twice (and refused by check_applies).
+    assert_eq!(locate(&format!("{find}{find}"), find).len(), 2);
+}
+
+#[test]
+fn every_named_test_exists() {
+    let binaries = test_binaries().unwrap();
+    for m in MUTANTS {
+        assert!(
+            m.whole_suite || m.core || !m.tests.is_empty(),
+            "{} runs no test",
+            m.name
+        );
+        for (b, t) in m.tests {
+            assert!(
+                binaries.iter().any(|x| x == b),
+                "{}: no t/tests/{b}.rs",
+                m.name
+            );
+            let text = read(&root().join("t/tests").join(format!("{b}.rs"))).unwrap();
+            let named = text.match_indices(t).any(|(i, _)| {
+                let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+                !word(text[..i].chars().next_back()) && !word(text[i + t.len()..].chars().next())
+            });
+            assert!(named, "{}: t/tests/{b}.rs has no test {t}", m.name);
+        }
+    }
+}
+
+#[test]
+fn names_are_unique_and_every_counter_has_its_mutant() {
+    let names: BTreeSet<&str> = MUTANTS.iter().map(|m| m.name).collect();
+    assert_eq!(names.len(), MUTANTS.len());
+    for c in generation_retry_core::metrics::Counter::ALL {
+        let site = format!("Counter::{c:?} {{");
+        assert_eq!(
+            MUTANTS
+                .iter()
+                .filter(|m| m.find == SLOT_ADD && m.replace.contains(&site))
+                .count(),
+            1,
+            "{c:?}"
+        );
+    }
+}
+
+#[test]
+fn guards_are_read_from_doc_comments_and_macros() {
+    let src = r#"
+/// Stock nginx fails.
+///
+/// Non-regression guard: stock has no module.
+#[tokio::test(flavor = "multi_thread")]
+async fn stock_fails() {}
+
+/// Not a guard.
+#[test]
+fn module_rescues() {}
+
+/// Non-regression guard: but the doc belongs to a comment line, not a fn
+const X: u32 = 1;
+fn after_const() {}
+
+macro_rules! rows {
+    ($($name:ident, $patched:ident => $since:expr, $d:expr,)*) => {$(
+        #[test]
+        fn $name() {}
+
+        /// Non-regression guard: the patched nginx without the module.
+        #[test]
+        fn $patched() {}
+    )*};
+}
+
+rows! {
+    plain, patched_plain => (1, 0, 0), "",
+    hashed, patched_hashed => (1, 0, 0), "hash;",
+}
+"#;
+    let g: Vec<String> = guards(src).into_iter().collect();
+    assert_eq!(g, ["patched_hashed", "patched_plain", "stock_fails"]);
+}
+
+#[test]
+fn results_are_read_from_libtest() {
+    let lines: Vec<String> = [
+        "running 3 tests",
+        "test a ... ok",
+        "test b ... FAILED",
+        "test c ... ignored, needs the package",
+        "test result: FAILED. 1 passed; 1 failed",
+    ]
+    .map(String::from)
+    .to_vec();
+    let r = parse_results(&lines, "bin");
+    assert_eq!(r.passed, ["bin::a"]);
+    assert_eq!(r.failed, ["bin::b"]);
+}
