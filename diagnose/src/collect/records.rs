@@ -7,6 +7,12 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
+// For the links of the docs.
+#[cfg(doc)]
+use super::{Collected, Collector};
+#[cfg(doc)]
+use crate::errorlog::Kind;
+
 /// Which log a file is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogKind {
@@ -29,11 +35,11 @@ pub struct FileStats {
     pub unparsed: u64,
     /// The first of them: its line number and (clipped) text.
     pub first_unparsed: Option<(u64, String)>,
-    /// An access log's format: the index in [`Collected::parsers`](super::Collected::parsers).
+    /// An access log's format: the index in [`Collected::parsers`].
     pub parser: Option<usize>,
 }
 
-/// Where a line is: its file (the index in [`Collected::files`](super::Collected::files)) and its
+/// Where a line is: its file (the index in [`Collected::files`]) and its
 /// line number (from 1), packed in one word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Source(u64);
@@ -80,7 +86,7 @@ pub struct Failure {
     /// Where the line is.
     pub source: Source,
     pub(super) offset_s: i32,
-    /// `$upstream_addr`, an id in [`Collected::strings`](super::Collected::strings).
+    /// `$upstream_addr`, an id in [`Collected::strings`].
     pub upstream_addr: u32,
     /// The status.
     pub status: u16,
@@ -126,7 +132,7 @@ pub enum ErrorKind {
     /// `no live upstreams`.
     NoLive,
     /// `NAME could not be resolved (...)`; `name` is an id in
-    /// [`Collected::strings`](super::Collected::strings), `nxdomain` see [`Kind::Resolver`](crate::errorlog::Kind::Resolver).
+    /// [`Collected::strings`], `nxdomain` see [`Kind::Resolver`].
     Resolver { name: u32, nxdomain: bool },
     /// `upstream server temporarily disabled`.
     Disabled,
@@ -138,7 +144,7 @@ pub enum ErrorKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeptError {
     /// Milliseconds since the epoch, UTC (the error log's offset applied
-    /// by [`Collector::finish`](super::Collector::finish)).
+    /// by [`Collector::finish`]).
     pub time_ms: i64,
     pub(super) connection: u64,
     pub(super) request_key: u64,
@@ -169,7 +175,7 @@ impl KeptError {
     }
 
     /// The host of `upstream: "..."` (an address or an upstream's name),
-    /// an id in [`Collected::strings`](super::Collected::strings).
+    /// an id in [`Collected::strings`].
     pub fn upstream(&self) -> Option<u32> {
         (self.upstream != NO_STRING).then_some(self.upstream)
     }
