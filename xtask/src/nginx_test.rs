@@ -172,7 +172,7 @@ pub fn suite_command(args: &[String]) -> Result {
             Some(step) if !step.ok => failed.push(step.what),
             Some(_) => {}
             None => println!(
-                "xtask: {}: nginx's own tests are not run on forks (CONTRIBUTING.md)",
+                "xtask: {}: nginx's own tests are not run on forks (docs/testing.md, \"nginx's own tests\")",
                 built.version
             ),
         }
@@ -217,7 +217,7 @@ fn version_steps(
 /// given (it names this project's tests) or the codebase is a fork:
 /// nginx-tests checks nginx's balancing, and stock Tengine's differs (its
 /// round-robin starts at a random peer), so its files fail on stock
-/// Tengine itself; Angie has no module (CONTRIBUTING.md, "nginx's own
+/// Tengine itself; Angie has no module (docs/testing.md, "nginx's own
 /// tests").
 fn nginx_tests(built: Option<&build::Built>, extra: &[String]) -> Option<Step> {
     let built = built?;

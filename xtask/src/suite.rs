@@ -7,7 +7,7 @@
 //! in any way fails the step; the counts are printed.
 //!
 //! The files are those whose code the module and the patches touch or
-//! wrap (CONTRIBUTING.md, "nginx's own tests", says why each): every
+//! wrap (docs/testing.md, "nginx's own tests", says why each): every
 //! `upstream*.t` and `stream_upstream*.t` (balancers, zones, `resolve`,
 //! keepalive, max_conns, sticky), and the proxy files about choosing and
 //! retrying peers. The suite comes from the mirror's `nginx-tests-*.tar.gz`

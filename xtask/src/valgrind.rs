@@ -21,7 +21,7 @@ use crate::memcheck::{self, ENV};
 use crate::workspace::{cargo, run, target_dir, Result};
 
 /// The test binaries of the full run (timing-dependent ones excluded: see
-/// the README's "Memory safety").
+/// docs/testing.md, "Memory safety").
 const TESTS: &[&str] = &[
     "race",
     "patched",
