@@ -60,14 +60,8 @@ fn graph(src: &Path) -> BTreeMap<String, Vec<String>> {
     for entry in fs::read_dir(src).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
-        let files: Vec<_> = if path.is_dir() {
-            fs::read_dir(&path)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect()
-        } else {
-            vec![path]
-        };
+        // A directory's files at any depth (`mutants/catalogue/`).
+        let files = crate::tree::files(&path, &|_| false).unwrap();
         let text: String = files
             .iter()
             .map(|f| fs::read_to_string(f).unwrap())
