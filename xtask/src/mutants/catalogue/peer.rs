@@ -240,7 +240,7 @@ pub(super) const DATA_NOT_CLEARED_1_31_4: Mutant = Mutant {
 
 pub(super) const REPLACED_COOKIE_KEPT_1_31_4: Mutant = Mutant {
     name: "replaced-cookie-kept-1.31.4",
-    file: "module/src/proto.rs",
+    file: "module/src/proto/http.rs",
     find: "                h.hash = 0;\n",
     replace: "                let _ = h.hash;\n",
     tests: &[("balancers", "sticky_cookie")],
