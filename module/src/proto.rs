@@ -175,6 +175,7 @@ macro_rules! upstream_fields {
     };
 }
 
+// Declared after `upstream_fields!`, which they use.
 mod http;
 #[cfg(generation_retry_stream)]
 mod stream;
