@@ -24,9 +24,24 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::build::{module_against, Built, MODULE_FILE};
+use crate::build::{self, module_against, Built, MODULE_FILE};
+use crate::harness::{run_tests, TestTotals};
 use crate::tree::{copy_if_changed, make_target, nginx_tree, Make};
-use crate::workspace::{root, Result};
+use crate::versions::DEFAULT;
+use crate::workspace::{cargo, root, Result};
+
+/// `cargo xtask external`: its builds, then `t/tests/external.rs`.
+pub fn command(extra: &[String]) -> Result {
+    let built = build::build_version(DEFAULT, None)?;
+    build(&built)?;
+    let mut cmd = cargo();
+    cmd.args(["test", "-p", "generation-retry-t", "--test", "external"])
+        .env("GENERATION_RETRY_NGINX_DIR", &built.install);
+    if !extra.is_empty() {
+        cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
+    }
+    run_tests(&mut cmd, &mut TestTotals::default())
+}
 
 /// Someone else's nginx: a debug build with another prefix, without
 /// `--with-compat` and without the stock build's threads, HTTP/2 and realip

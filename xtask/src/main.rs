@@ -1,5 +1,12 @@
 //! `cargo xtask <command>`: the project's build and test entry points, in
 //! plain Rust (the matklad xtask pattern), so there is no shell to learn.
+//! Its neighbours: the nginx module it builds, installs and mutates (the
+//! root package and `module/core`, whose counters the mutation catalogue
+//! is held to), the test bench `t/` whose tests and binaries it runs
+//! against those builds (never compiled into xtask: the operator's
+//! `install` compiles xtask alone), and `diagnose/`, whose unit tests
+//! `nginx-test` runs. This file only dispatches: each command is its own
+//! module.
 //!
 //! - `build`: nginx and the module, installed at fixed paths under
 //!   `target/nginx/VERSION/`, for 1.28.0 or any version of the matrix
@@ -22,12 +29,17 @@
 //! - `mutants`: the mutation check: small deliberate faults in the module
 //!   and the patches, one at a time, each built and tested in a copy of the
 //!   repository; every one must be caught.
+//! - `lab`, `bench`, `soak`, `fuzz`: the test bench's own binaries
+//!   (`bins.rs`).
 //!
-//! The modules use one another one way only (a test below keeps it so):
-//! `nginx_test`, `mutants` > `debian`, `valgrind`, `external`, `install`, `dist` > `build` >
-//! `patched`, `versions`, `prereq`, `test_wrap` > `source` > `tree` > `workspace`; `harness`
-//! (running the test crate) and `check` use `workspace` alone.
+//! The modules use one another one way only (`layers.rs` keeps it so):
+//! `nginx_test` > `suite`; `nginx_test`, `mutants` > `debian`, `valgrind`,
+//! `external`, `install`, `dist`, `bins` > `build` > `patched`,
+//! `versions`, `prereq`, `test_wrap` > `source` > `tree` > `workspace`;
+//! `harness` (running the test crate) uses `source` and `workspace`,
+//! `check` `workspace` alone.
 
+mod bins;
 mod build;
 mod check;
 mod debian;
@@ -55,9 +67,8 @@ mod workspace;
 use std::env;
 use std::process::ExitCode;
 
-use harness::{harness_command, run_tests, TestTotals};
-use versions::{DEFAULT, MATRIX};
-use workspace::{cargo, run, Result, NGINX_VERSION};
+use versions::MATRIX;
+use workspace::NGINX_VERSION;
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -66,7 +77,11 @@ fn main() -> ExitCode {
         None => ("help", &[][..]),
     };
     let result = match cmd {
-        "build" => build_cmd(rest),
+        // `--for BINARY` is the operator's build: the module alone.
+        "build" if rest.iter().any(|a| a == "--for" || a.starts_with("--for=")) => {
+            install::build_for(rest)
+        }
+        "build" => build::command(rest),
         "check" => check::command(rest),
         "debian" => debian::command(rest),
         "dist" => dist::command(rest),
@@ -74,13 +89,13 @@ fn main() -> ExitCode {
         "uninstall" => install::uninstall(rest),
         "nginx-test" => nginx_test::command(rest),
         "nginx-tests" => nginx_test::suite_command(rest),
-        "external" => external(rest),
-        "lab" => harness_bin("lab", rest),
-        "bench" => harness_bin("bench", rest),
-        "soak" => harness_bin("soak", rest),
+        "external" => external::command(rest),
+        "lab" => bins::harness_bin("lab", rest),
+        "bench" => bins::harness_bin("bench", rest),
+        "soak" => bins::harness_bin("soak", rest),
         "valgrind" => valgrind::valgrind(rest),
         "mutants" => mutants::command(rest),
-        "fuzz" => fuzz(rest),
+        "fuzz" => bins::fuzz(rest),
         "help" | "--help" | "-h" => {
             print_help();
             Ok(())
@@ -160,60 +175,6 @@ fuzz         generated inputs through every parser and renderer that meets outsi
              --target NAME; failures saved in target/fuzz/failures/",
         versions = MATRIX.join(", ")
     );
-}
-
-/// `cargo xtask build [--nginx VERSION|all] [--nginx-source PATH]`.
-fn build_cmd(args: &[String]) -> Result {
-    // `--for BINARY` is the operator's build: the module alone (install.rs).
-    if args.iter().any(|a| a == "--for" || a.starts_with("--for=")) {
-        return install::build_for(args);
-    }
-    let (sel, rest) = versions::parse(args)?;
-    if !rest.is_empty() {
-        return Err(format!("build takes no arguments after `--`: {rest:?}"));
-    }
-    build::build_selection(&sel).map(|_| ())
-}
-
-/// `cargo xtask external`: its builds, then `t/tests/external.rs`.
-fn external(extra: &[String]) -> Result {
-    let built = build::build_version(DEFAULT, None)?;
-    external::build(&built)?;
-    let mut cmd = cargo();
-    cmd.args(["test", "-p", "generation-retry-t", "--test", "external"])
-        .env("GENERATION_RETRY_NGINX_DIR", &built.install);
-    if !extra.is_empty() {
-        cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
-    }
-    run_tests(&mut cmd, &mut TestTotals::default())
-}
-
-/// `cargo xtask lab|bench [--nginx VERSION] [--nginx-source PATH]
-/// [options]`: that binary of the harness, in release, against the nginx
-/// (stock, module, patched) of that version; the other options are the
-/// binary's.
-fn harness_bin(bin: &str, args: &[String]) -> Result {
-    let (version, source, rest) = versions::parse_one_among(args)?;
-    let built = build::build_version(&version, source.as_deref())?;
-    run(harness_command(bin, &built.install).args(rest))
-}
-
-/// `cargo xtask fuzz [--inputs N] [--seed S] [--target NAME]`: the
-/// harness's `fuzz` binary, in release (t/src/fuzz.rs).
-fn fuzz(args: &[String]) -> Result {
-    run(cargo()
-        .args([
-            "run",
-            "--release",
-            "--locked",
-            "-q",
-            "-p",
-            "generation-retry-t",
-            "--bin",
-            "fuzz",
-            "--",
-        ])
-        .args(args))
 }
 
 #[cfg(test)]
