@@ -9,14 +9,17 @@
 //! `install` finds the builds `cargo xtask build` installed (and builds
 //! the module as it does); `config` is what nginx is told ([`Flavor`],
 //! [`Config`], `nginx -t`); `process` starts, signals and stops it;
-//! `logs` reads what it wrote and judges it when it stops.
+//! `logs` reads what it wrote and judges it when it stops; `ports` holds
+//! the ports its listeners take.
 
 mod config;
 mod install;
 mod logs;
+mod ports;
 mod process;
 
 pub use config::{test_config, test_config_under, Config, ConfigTest, Flavor};
 pub use install::{install_dir, is_tengine, module_build, module_target_dir, version};
+pub use ports::free_port;
 pub(crate) use process::kill;
-pub use process::{free_port, Nginx};
+pub use process::Nginx;

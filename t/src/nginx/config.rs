@@ -6,8 +6,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::free_port;
 use super::install::{install_dir, installed};
-use super::process::{free_port, fresh_prefix};
+use super::process::fresh_prefix;
 use crate::accesslog::{self, LOG_FORMAT_NAME};
 use crate::shared::UPSTREAM;
 

@@ -1,17 +1,14 @@
 //! The running nginx: started from a [`Config`] in a fresh prefix, told
-//! things by signal (reload, binary upgrade), and stopped; plus the free
-//! ports its listeners take.
+//! things by signal (reload, binary upgrade), and stopped.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::Config;
+use super::{free_port, Config};
 use crate::memcheck;
 
 /// A running nginx.
@@ -360,24 +357,6 @@ pub(super) fn fresh_prefix(tag: &str) -> PathBuf {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("logs")).expect("create nginx prefix");
     dir
-}
-
-/// A free TCP port on 127.0.0.1 (bound and released; nginx binds it next),
-/// never one this process handed out before: the kernel may well give a
-/// released port again, and two listeners of one nginx, or of two tests
-/// running side by side, must not collide.
-pub fn free_port() -> u16 {
-    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("bind 127.0.0.1:0")
-            .port();
-        if given.insert(port) {
-            return port;
-        }
-    }
 }
 
 /// Sends `sig` to process `pid` (a master this harness started or adopted).
