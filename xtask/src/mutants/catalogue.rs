@@ -76,11 +76,11 @@ const STREAM_RESCUES: (&str, &str) = ("stream", "module_on_rescues_the_stream_ra
 const TRIES: (&str, &str) = ("module_behaviour", "resnapshot_keeps_next_upstream_tries");
 const KILLED_WORKER: (&str, &str) = (
     "mid_selection",
-    "a_worker_killed_inside_a_rescue_is_replaced_and_counting_goes_on",
+    "killed_worker::a_worker_killed_inside_a_rescue_is_replaced_and_counting_goes_on",
 );
 const FULL_ZONE: (&str, &str) = (
     "mid_selection",
-    "a_full_zone_at_a_reload_still_rescues_and_says_so",
+    "full_zone::a_full_zone_at_a_reload_still_rescues_and_says_so",
 );
 const FULL_TABLE: (&str, &str) = ("zone", "a_full_worker_table_is_said_and_frees_nothing");
 const OLD_WORKER: (&str, &str) = (
@@ -97,11 +97,11 @@ const PATCHED_DEAD_STAYS_DEAD: (&str, &str) = (
 );
 const HTTP_DEAD_STAYS_DEAD: (&str, &str) = (
     "history",
-    "a_dead_primary_handed_back_is_neither_failed_again_nor_revived",
+    "dead_primary::a_dead_primary_handed_back_is_neither_failed_again_nor_revived",
 );
 const HTTP_PATCHED_DEAD_STAYS_DEAD: (&str, &str) = (
     "history",
-    "patched_nginx_keeps_a_handed_back_dead_primary_dead",
+    "dead_primary::patched_nginx_keeps_a_handed_back_dead_primary_dead",
 );
 const PATCHED_STREAM_HISTORY: (&str, &str) = (
     "stream",
@@ -124,7 +124,7 @@ const NEWEST_STREAM_HISTORY_PATCH: &str =
     "nginx-src-patches/1.31.4/0004-Stream-peers-tried-before-a-re-snapshot-stay-exclude.patch";
 const ODD_NAMES: (&str, &str) = (
     "prometheus",
-    "promtool_accepts_the_exposition_of_many_upstreams_with_odd_names",
+    "exposition::promtool_accepts_the_exposition_of_many_upstreams_with_odd_names",
 );
 const STATUS_PAGE: (&str, &str) = (
     "module_behaviour",
@@ -146,7 +146,10 @@ const UNAVAILABLE_CAUSE: (&str, &str) = (
     "module_behaviour",
     "unusable_peers_are_counted_as_unavailable",
 );
-const SINGLE_PEER: (&str, &str) = ("history", "a_single_peer_is_retried_and_counted");
+const SINGLE_PEER: (&str, &str) = (
+    "history",
+    "single_peer::a_single_peer_is_retried_and_counted",
+);
 const ONTO_EMPTY: (&str, &str) = (
     "module_behaviour",
     "a_resnapshot_onto_an_empty_list_fails_as_empty",

@@ -6,19 +6,56 @@ use std::collections::BTreeSet;
 
 use super::apply::read;
 use crate::harness::test_binaries;
+use crate::tree::files;
 use crate::workspace::{root, Result};
 
 /// The line that makes a test a declared non-regression guard.
 pub const GUARD: &str = "/// Non-regression guard:";
 
-/// Every declared guard of `t/tests`, as `BINARY::NAME`.
+/// Every declared guard of `t/tests`, as `BINARY::NAME` (`NAME` with its
+/// module path in a binary split into modules, as libtest names it).
 pub(super) fn declared_guards() -> Result<BTreeSet<String>> {
     let mut all = BTreeSet::new();
     for b in test_binaries()? {
-        let text = read(&root().join("t/tests").join(format!("{b}.rs")))?;
-        all.extend(guards(&text).into_iter().map(|t| format!("{b}::{t}")));
+        for (module, text) in test_sources(&b)? {
+            all.extend(
+                guards(&text)
+                    .into_iter()
+                    .map(|t| format!("{b}::{module}{t}")),
+            );
+        }
     }
     Ok(all)
+}
+
+/// The sources of test binary `binary`, each with the module path its
+/// tests' names start with: `t/tests/BINARY.rs` (none), or each file of a
+/// binary split into modules, `t/tests/BINARY/` (`main.rs` none, `NAME.rs`
+/// `NAME::`, `a/b.rs` `a::b::`, `a/mod.rs` `a::`).
+pub(super) fn test_sources(binary: &str) -> Result<Vec<(String, String)>> {
+    let tests = root().join("t/tests");
+    let file = tests.join(format!("{binary}.rs"));
+    if file.is_file() {
+        return Ok(vec![(String::new(), read(&file)?)]);
+    }
+    let dir = tests.join(binary);
+    let mut out = Vec::new();
+    for f in files(&dir, &|_| false)? {
+        if f.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let rel = f.strip_prefix(&dir).unwrap_or(&f).with_extension("");
+        let mut parts: Vec<String> = rel
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        if parts.last().is_some_and(|p| p == "main" || p == "mod") {
+            parts.pop();
+        }
+        let module = parts.iter().map(|p| format!("{p}::")).collect();
+        out.push((module, read(&f)?));
+    }
+    Ok(out)
 }
 
 /// The tests of a test binary's source that declare themselves

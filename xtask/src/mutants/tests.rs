@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::apply::{check_applies, locate, read};
 use super::cargo_test::parse_results;
 use super::catalogue::SLOT_ADD;
-use super::guards::guards;
+use super::guards::{guards, test_sources};
 use super::MUTANTS;
 use crate::harness::test_binaries;
 use crate::workspace::root;
@@ -56,12 +56,22 @@ fn every_named_test_exists() {
                 "{}: no t/tests/{b}.rs",
                 m.name
             );
-            let text = read(&root().join("t/tests").join(format!("{b}.rs"))).unwrap();
+            // In a binary split into modules, `t` is `MODULE::NAME`, and
+            // `NAME` is looked for in that module's file.
+            let (module, t) = match t.rsplit_once("::") {
+                Some((module, name)) => (format!("{module}::"), name),
+                None => (String::new(), *t),
+            };
+            let sources = test_sources(b).unwrap();
+            let text = sources
+                .iter()
+                .find(|(m, _)| *m == module)
+                .map_or("", |(_, text)| text.as_str());
             let named = text.match_indices(t).any(|(i, _)| {
                 let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
                 !word(text[..i].chars().next_back()) && !word(text[i + t.len()..].chars().next())
             });
-            assert!(named, "{}: t/tests/{b}.rs has no test {t}", m.name);
+            assert!(named, "{}: t/tests/{b} has no test {module}{t}", m.name);
         }
     }
 }

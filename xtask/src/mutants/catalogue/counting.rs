@@ -34,7 +34,7 @@ pub(super) const BUSY_FIRST_NOT_COUNTED: Mutant = not_counted!(
     "BusyFirst",
     &[(
         "mid_selection",
-        "a_change_at_the_first_selection_is_rescued_and_counted_as_first"
+        "first_selection::a_change_at_the_first_selection_is_rescued_and_counted_as_first"
     )]
 );
 
@@ -47,13 +47,16 @@ pub(super) const RESNAPSHOTS_NOT_COUNTED: Mutant =
 pub(super) const EXCLUDED_NOT_COUNTED: Mutant = not_counted!(
     "excluded-not-counted",
     "Excluded",
-    &[("history", "round_robin"), STREAM_HISTORY]
+    &[("history", "every_balancer::round_robin"), STREAM_HISTORY]
 );
 
 pub(super) const RETRIED_NOT_COUNTED: Mutant = not_counted!(
     "retried-not-counted",
     "Retried",
-    &[("history", "a_single_peer_is_retried_and_counted")]
+    &[(
+        "history",
+        "single_peer::a_single_peer_is_retried_and_counted"
+    )]
 );
 
 pub(super) const RESCUED_NOT_COUNTED: Mutant = not_counted!(

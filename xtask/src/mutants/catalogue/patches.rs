@@ -75,8 +75,8 @@ pub(super) const HTTP_PATCH_HISTORY_IGNORED: Mutant = Mutant {
     find: "+        u->peer.get = ngx_http_upstream_get_untried_peer;\n",
     replace: "+        (void) ngx_http_upstream_get_untried_peer;\n",
     tests: &[
-        ("history", "patched_round_robin"),
-        ("history", "patched_ip_hash"),
+        ("history", "every_balancer::patched_round_robin"),
+        ("history", "every_balancer::patched_ip_hash"),
     ],
     core: false,
     whole_suite: false,

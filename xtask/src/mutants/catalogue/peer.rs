@@ -92,11 +92,11 @@ pub(super) const INIT_NOT_SETTLED: Mutant = Mutant {
     tests: &[
         (
             "mid_selection",
-            "a_change_during_the_balancers_init_is_absorbed",
+            "first_selection::a_change_during_the_balancers_init_is_absorbed",
         ),
         (
             "mid_selection",
-            "a_refusal_after_a_change_during_the_init_is_the_lists_own",
+            "first_selection::a_refusal_after_a_change_during_the_init_is_the_lists_own",
         ),
     ],
     core: false,
@@ -110,8 +110,8 @@ pub(super) const HISTORY_IGNORED: Mutant = Mutant {
     find: "        self.history.holds(unsafe { &*self.pc })\n",
     replace: "        let _ = unsafe { &*self.pc };\n        false\n",
     tests: &[
-        ("history", "round_robin"),
-        ("history", "hash"),
+        ("history", "every_balancer::round_robin"),
+        ("history", "every_balancer::hash"),
         STREAM_HISTORY,
     ],
     core: false,
@@ -124,7 +124,7 @@ pub(super) const HISTORY_NOT_RECORDED: Mutant = Mutant {
     file: INNER,
     find: "        head.history.record(unsafe { &*pc });\n",
     replace: "        let _ = unsafe { &*pc };\n",
-    tests: &[("history", "least_conn"), STREAM_HISTORY],
+    tests: &[("history", "every_balancer::least_conn"), STREAM_HISTORY],
     core: false,
     whole_suite: false,
     version: DEFAULT,
@@ -135,7 +135,7 @@ pub(super) const LEAN_HISTORY_NOT_RECORDED: Mutant = Mutant {
     file: LEAN,
     find: "        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc) },\n",
     replace: "        Ok((pd, _, _)) => {\n            let _ = pd;\n        }\n",
-    tests: &[("history", "round_robin")],
+    tests: &[("history", "every_balancer::round_robin")],
     core: false,
     whole_suite: false,
     version: DEFAULT,
@@ -148,7 +148,7 @@ pub(super) const LEAN_TAKEOVER_IGNORED: Mutant = Mutant {
     replace: "    if (ours && false) || pc.data != data {\n",
     tests: &[(
         "history",
-        "the_module_in_the_patched_nginx_leaves_its_hand_backs_alone",
+        "patched_hand_backs::the_module_in_the_patched_nginx_leaves_its_hand_backs_alone",
     )],
     core: false,
     whole_suite: false,

@@ -56,7 +56,7 @@ pub(super) const MAX_IGNORED: Mutant = Mutant {
         RESCUES,
         (
             "mid_selection",
-            "max_is_how_many_times_a_moving_list_is_followed",
+            "max::max_is_how_many_times_a_moving_list_is_followed",
         ),
     ],
     core: true,
