@@ -38,27 +38,35 @@
 //! backends' reclaim draws; DNS and fault timing follow the clock, so runs
 //! of one seed differ. In both sets the load goes on 2.5 s after every name
 //! stops changing (`STILL_TAIL`), so that every race has traffic after it.
+//!
+//! This file holds the run: its knobs, its timeline and what it leaves;
+//! `parts` starts the backends and faults besides nginx, `http` and
+//! `stream` configure their upstreams and schedule their names and load,
+//! `score` scores the tool on a run's logs.
 
-use std::ffi::OsString;
-use std::net::Ipv4Addr;
+mod http;
+mod parts;
+mod score;
+mod stream;
+#[cfg(test)]
+mod tests;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 
-use crate::accesslog::Entry;
-use crate::backend::{Backend, ADDR_A, ADDR_B, ADDR_C};
+use crate::backend::{ADDR_A, ADDR_B, ADDR_C};
 use crate::dns::{Answer, DnsServer};
-use crate::labels::{self, Score, Truth, Truths};
 use crate::load::{open_loop, Client};
-use crate::nginx::{free_port, Config, Flavor, Nginx};
+use crate::nginx::{Config, Nginx};
 use crate::rng::Rng;
-use crate::shared::KEEPALIVE_LOCATION;
-use crate::stream::{BlackHole, EchoBackend, Session};
+use http::{config, pick, schedules};
+use parts::{Parts, WIPE_A, WIPE_B};
+pub use score::{score, score_stream};
+use stream::{stream_load, stream_logged, stream_ready, stream_schedules, RACE_NAMES, STREAM_RATE};
+pub use stream::{STREAM_LOGS, STREAM_UPSTREAMS};
 
 /// Which set of upstreams and faults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,397 +132,6 @@ pub const UPSTREAMS: [&str; 9] = [
     "move1", "move2", "nx", "wipe", "conns", "down", "refused", "slow", "reset",
 ];
 
-/// Each upstream's share of the load, in [`UPSTREAMS`] order: the races
-/// need the most (a race takes a reclaimed request in flight across a
-/// re-resolve).
-const SHARES: [f64; 9] = [0.22, 0.22, 0.16, 0.08, 0.10, 0.05, 0.05, 0.06, 0.06];
-
-/// Addresses of their own for the refusing and resetting peers.
-const WIPE_A: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 6);
-const WIPE_B: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
-const REFUSED: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 8);
-const RESET: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 9);
-
-/// A listener that resets every connection once a request arrives
-/// (`SO_LINGER` 0, then close): nginx logs `recv() failed (104: Connection
-/// reset by peer)`.
-struct Resetter {
-    port: u16,
-    task: JoinHandle<()>,
-}
-
-impl Resetter {
-    async fn start() -> Resetter {
-        let listener = TcpListener::bind((RESET, 0)).await.expect("bind 127.0.0.9");
-        let port = listener.local_addr().expect("local address").port();
-        let task = tokio::spawn(async move {
-            while let Ok((mut s, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 1024];
-                    let _ = s.read(&mut buf).await;
-                    // A zero linger does not block the drop (the warning's
-                    // case is a positive one): the close sends a reset.
-                    #[allow(deprecated)]
-                    let _ = s.set_linger(Some(Duration::ZERO));
-                    drop(s);
-                });
-            }
-        });
-        Resetter { port, task }
-    }
-}
-
-impl Drop for Resetter {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// The running parts of the scenario besides nginx.
-struct Parts {
-    dns: DnsServer,
-    moving: [Backend; 3],
-    conns: Backend,
-    slow: Backend,
-    hole: BlackHole,
-    reset: Resetter,
-    /// Ports nobody listens on: `wipe`'s two and `refused`'s.
-    closed: [u16; 2],
-    /// The stream part: the race upstreams' dead primaries and their backups' echo
-    /// servers, `snx`'s echo servers, and a listen port per upstream.
-    stream_holes: Vec<BlackHole>,
-    stream_echo: [EchoBackend; 4],
-    stream_ports: [u16; 6],
-}
-
-impl Parts {
-    async fn start() -> Parts {
-        let dns = DnsServer::start().await;
-        let moving = [
-            Backend::start().await,
-            Backend::start().await,
-            Backend::start().await,
-        ];
-        let conns = Backend::start().await;
-        conns.set_delay(Duration::from_millis(150));
-        let slow = Backend::start().await;
-        slow.set_delay(Duration::from_secs(2));
-        Parts {
-            dns,
-            moving,
-            conns,
-            slow,
-            hole: BlackHole::start().await,
-            reset: Resetter::start().await,
-            closed: [free_port(), free_port()],
-            stream_holes: {
-                let mut holes = Vec::new();
-                for _ in 0..STREAM_HOLES {
-                    holes.push(BlackHole::start().await);
-                }
-                holes
-            },
-            stream_echo: [
-                EchoBackend::start().await,
-                EchoBackend::start().await,
-                EchoBackend::start().await,
-                EchoBackend::start().await,
-            ],
-            stream_ports: [
-                free_port(),
-                free_port(),
-                free_port(),
-                free_port(),
-                free_port(),
-                free_port(),
-            ],
-        }
-    }
-}
-
-/// The stream upstreams, each behind its own listener (the table's stream
-/// rows, in [`STREAM_UPSTREAMS`] order).
-pub const STREAM_UPSTREAMS: [&str; 6] = ["srace", "srace2", "srace3", "snx", "swipe", "srefused"];
-
-/// The dead primaries the race upstreams share (each upstream probes
-/// each once per connect timeout plus `fail_timeout`).
-const STREAM_HOLES: usize = 6;
-
-/// The backup names of the three race upstreams (each race upstream
-/// yields about one race per primary per two seconds: three of them give
-/// the run enough races to score).
-const RACE_NAMES: [&str; 3] = [crate::stream::NAME, "tcp2.test", "tcp3.test"];
-
-/// The stream access logs nginx writes, by file name under `logs/`, with
-/// their `log_format` name: `$connection` names each session (the
-/// module's `*N` lines carry it), `$server_port` tells its upstream (each
-/// has its own listener), with and without `$session_time`.
-pub const STREAM_LOGS: [(&str, &str); 2] = [
-    ("stream-sessions.log", "sessions"),
-    ("stream-no-session-time.log", "sessions_no_time"),
-];
-
-/// The `stream {}` inside: the module in observe mode, one resolver, the
-/// two logs, and the six upstreams, each behind a listener with
-/// `proxy_half_close on` (a client half-closes after its payload; without
-/// it nginx ends a session whose connect waited, before the echo comes
-/// back, and readiness never sees one):
-///
-/// - `srace`, `srace2`, `srace3`: six dead primaries (connects time out
-///   after 1 s, then `fail_timeout=1s` out of service) and a resolving
-///   backup that moves at every re-resolve: a session that tried a dead
-///   primary retries into a changed list (generation, 2-hop);
-/// - `snx`: a resolving name answered NXDOMAIN between addresses (empty);
-/// - `swipe`: two refusing peers with `max_fails=1` (unavailable);
-/// - `srefused`: one refusing peer (`other`).
-fn stream_config(layout: Layout, p: &Parts) -> String {
-    let [e0, e1, e2, e3] = [
-        p.stream_echo[0].port(),
-        p.stream_echo[1].port(),
-        p.stream_echo[2].port(),
-        p.stream_echo[3].port(),
-    ];
-    let [c0, c1] = p.closed;
-    let fail_timeout = if layout == Layout::HeldOut {
-        "3s"
-    } else {
-        "2s"
-    };
-    let holes: String = p
-        .stream_holes
-        .iter()
-        .map(|h| {
-            format!(
-                "server {}:{} fail_timeout=1s;\n        ",
-                crate::stream::HOLE,
-                h.port()
-            )
-        })
-        .collect();
-    let upstreams = [
-        format!("{holes}server {}:{e0} resolve backup;", RACE_NAMES[0]),
-        format!("{holes}server {}:{e2} resolve backup;", RACE_NAMES[1]),
-        format!("{holes}server {}:{e3} resolve backup;", RACE_NAMES[2]),
-        format!("server snx.test:{e1} resolve;"),
-        format!(
-            "server {WIPE_A}:{c1} max_fails=1 fail_timeout={fail_timeout};\n        \
-             server {WIPE_B}:{c1} max_fails=1 fail_timeout={fail_timeout};"
-        ),
-        format!("server {REFUSED}:{c0} max_fails=0;"),
-    ];
-    let mut out = format!(
-        "    resolver ${{DNS}} valid=1s ipv6=off;\n    generation_retry_resnapshot off;\n    \
-         log_format {f0} '$msec $connection $status \"$upstream_addr\" $session_time $server_port';\n    \
-         log_format {f1} '$msec $connection $status \"$upstream_addr\" $server_port';\n    \
-         access_log ${{PREFIX}}/logs/{l0} {f0};\n    access_log ${{PREFIX}}/logs/{l1} {f1};\n",
-        l0 = STREAM_LOGS[0].0,
-        f0 = STREAM_LOGS[0].1,
-        l1 = STREAM_LOGS[1].0,
-        f1 = STREAM_LOGS[1].1,
-    );
-    for ((name, servers), port) in STREAM_UPSTREAMS.iter().zip(upstreams).zip(p.stream_ports) {
-        out.push_str(&format!(
-            "    upstream {name} {{\n        zone {name} 64k;\n        {servers}\n    }}\n    \
-             server {{\n        listen 127.0.0.1:{port};\n        proxy_pass {name};\n        \
-             proxy_connect_timeout 1s;\n        proxy_half_close on;\n    }}\n"
-        ));
-    }
-    out
-}
-
-/// The DNS schedules of the stream names once the load starts.
-fn stream_schedules(layout: Layout, dns: &DnsServer) {
-    use crate::stream::{NEW, OLD};
-    let a = |ip: Ipv4Addr| Answer::A(vec![ip]);
-    let nx = match layout {
-        Layout::Tuning => Answer::Cycle(vec![a(OLD), a(NEW), Answer::NxDomain]),
-        Layout::HeldOut => Answer::Cycle(vec![a(OLD), Answer::NxDomain, a(NEW), Answer::NxDomain]),
-    };
-    for name in RACE_NAMES {
-        dns.set(name, Answer::rotate(&[OLD, NEW]));
-    }
-    dns.set("snx.test", nx);
-}
-
-/// Sessions at `rate` a second for `duration`, each to one stream
-/// upstream's listener drawn by the seed (a fifth each to the three race
-/// upstreams and `snx`, a tenth each to the others); returns how many went
-/// to each.
-async fn stream_load(p: &Parts, seed: u64, rate: f64, duration: Duration) -> Vec<usize> {
-    let mut rng = Rng::new(seed ^ 0x5eed);
-    let total = (duration.as_secs_f64() * rate).round() as usize;
-    let picks: Vec<usize> = (0..total)
-        .map(|_| match rng.next_u64() % 10 {
-            k @ 0..8 => k as usize / 2,
-            k => k as usize - 4,
-        })
-        .collect();
-    let interval = Duration::from_secs_f64(1.0 / rate);
-    let start = tokio::time::Instant::now();
-    let mut sessions = Vec::with_capacity(total);
-    for (i, k) in picks.iter().enumerate() {
-        tokio::time::sleep_until(start + interval.mul_f64(i as f64)).await;
-        let addr = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, p.stream_ports[*k]));
-        sessions.push(tokio::spawn(async move {
-            let s = Session::open(addr, format!("session {i}\n").into_bytes()).await;
-            let _ = s.reply(Duration::from_secs(10)).await;
-        }));
-    }
-    for s in sessions {
-        s.await.expect("a session task");
-    }
-    (0..STREAM_UPSTREAMS.len())
-        .map(|k| picks.iter().filter(|p| **p == k).count())
-        .collect()
-}
-
-/// Readiness of the stream names: a session through each race upstream's
-/// listener and `snx`'s that an echo server answered, all four at once
-/// (a race upstream's first session spends a connect timeout on each dead
-/// primary).
-async fn stream_ready(p: &Parts) {
-    let ready: Vec<_> = p.stream_ports[..=RACE_NAMES.len()]
-        .iter()
-        .map(|port| {
-            let addr = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, *port));
-            tokio::spawn(async move {
-                let deadline = Instant::now() + Duration::from_secs(30);
-                loop {
-                    let s = Session::open(addr, b"ready".to_vec()).await;
-                    let r = s.reply(Duration::from_secs(10)).await;
-                    if r.as_ref().is_ok_and(|r| r.split().is_some()) {
-                        return;
-                    }
-                    assert!(
-                        Instant::now() < deadline,
-                        "stream listener {addr} never ready: {r:?}"
-                    );
-                }
-            })
-        })
-        .collect();
-    for r in ready {
-        r.await.expect("a readiness task");
-    }
-}
-
-/// The `upstream` blocks and the locations of `layout`.
-fn upstreams(layout: Layout, p: &Parts) -> (String, String) {
-    let [m1, m2, mn] = [p.moving[0].port(), p.moving[1].port(), p.moving[2].port()];
-    let [c0, c1] = p.closed;
-    let held = layout == Layout::HeldOut;
-    let wipe = if held {
-        // Held out: the wiped peers come from a name.
-        format!("server wipe.test:{c0} resolve max_fails=1 fail_timeout=3s;")
-    } else {
-        format!(
-            "server {WIPE_A}:{c0} max_fails=1 fail_timeout=2s;\n        \
-             server {WIPE_B}:{c0} max_fails=1 fail_timeout=2s;"
-        )
-    };
-    let conns = if held {
-        format!(
-            "server {ADDR_A}:{p} max_conns=1;\n        server {ADDR_B}:{p} max_conns=1;",
-            p = p.conns.port()
-        )
-    } else {
-        format!("server {ADDR_C}:{} max_conns=1;", p.conns.port())
-    };
-    let down = if held {
-        format!(
-            "server {ADDR_A}:{c1} down;\n        server {ADDR_B}:{c1} down;\n        \
-             server {ADDR_C}:{c1} down;"
-        )
-    } else {
-        format!("server {ADDR_C}:{c1} down;")
-    };
-    // A reclaimed request counts as a failure of its peer: with the
-    // default `max_fails=1` the reclaims alone would keep move2's peers
-    // out of service most of the time.
-    let move2_fails = if held {
-        "max_fails=3 fail_timeout=2s"
-    } else {
-        "max_fails=0"
-    };
-    let (slow, slow_location) = if held {
-        (
-            format!("server {}:{};", crate::stream::HOLE, p.hole.port()),
-            "proxy_connect_timeout 300ms;",
-        )
-    } else {
-        (
-            format!("server {ADDR_A}:{};", p.slow.port()),
-            "proxy_read_timeout 300ms;",
-        )
-    };
-    let servers: [(&str, String, &str); 9] = [
-        (
-            "move1",
-            format!("server move1.test:{m1} resolve;\n        keepalive 16;"),
-            KEEPALIVE_LOCATION,
-        ),
-        (
-            "move2",
-            format!("server move2.test:{m2} resolve {move2_fails};\n        keepalive 16;"),
-            KEEPALIVE_LOCATION,
-        ),
-        (
-            "nx",
-            format!("server nx.test:{mn} resolve;\n        keepalive 16;"),
-            KEEPALIVE_LOCATION,
-        ),
-        ("wipe", wipe, ""),
-        ("conns", conns, ""),
-        ("down", down, ""),
-        ("refused", format!("server {REFUSED}:{c1} max_fails=0;"), ""),
-        ("slow", slow, slow_location),
-        ("reset", format!("server {RESET}:{};", p.reset.port), ""),
-    ];
-    let mut blocks = String::new();
-    let mut locations = String::new();
-    for (name, servers, location) in servers {
-        blocks.push_str(&format!(
-            "    upstream {name} {{\n        zone {name} 64k;\n        {servers}\n    }}\n"
-        ));
-        locations.push_str(&format!(
-            "        location /{name}/ {{\n            proxy_pass http://{name};\n            \
-             {location}\n        }}\n"
-        ));
-    }
-    (blocks, locations)
-}
-
-/// The DNS schedules once the load starts (before it, every name answers
-/// its first address, so the readiness probes pass).
-fn schedules(layout: Layout, dns: &DnsServer) {
-    let a = |ips: &[Ipv4Addr]| Answer::A(ips.to_vec());
-    let (move1, move2, nx) = match layout {
-        Layout::Tuning => (
-            Answer::rotate(&[ADDR_A, ADDR_B]),
-            Answer::Cycle(vec![a(&[ADDR_A, ADDR_B]), a(&[ADDR_B, ADDR_C])]),
-            Answer::Cycle(vec![a(&[ADDR_A]), a(&[ADDR_B]), Answer::NxDomain]),
-        ),
-        Layout::HeldOut => (
-            Answer::rotate(&[ADDR_A, ADDR_B, ADDR_C]),
-            Answer::Cycle(vec![
-                a(&[ADDR_A, ADDR_B, ADDR_C]),
-                a(&[ADDR_A]),
-                a(&[ADDR_B, ADDR_C]),
-            ]),
-            Answer::Cycle(vec![
-                a(&[ADDR_A]),
-                Answer::NxDomain,
-                a(&[ADDR_C]),
-                a(&[ADDR_B]),
-                Answer::NxDomain,
-            ]),
-        ),
-    };
-    dns.set("move1.test", move1);
-    dns.set("move2.test", move2);
-    dns.set("nx.test", nx);
-}
-
 /// How long the load goes on after every name answers one fixed set:
 /// nginx takes that set at its next re-resolve (`valid=1s`), itself a last
 /// change, so each list's last change is followed by a second or more of
@@ -536,37 +153,6 @@ fn still_schedules(dns: &DnsServer) {
         dns.set_a(name, crate::stream::NEW);
     }
     dns.set_a("snx.test", crate::stream::NEW);
-}
-
-/// nginx's configuration: the module in observe mode for every upstream,
-/// one resolver, the three access logs.
-fn config(layout: Layout, p: &Parts) -> Config {
-    let (blocks, locations) = upstreams(layout, p);
-    let http = format!(
-        r#"
-    resolver ${{DNS}} valid=1s ipv6=off;
-    resolver_timeout 3s;
-    generation_retry_resnapshot off;
-    log_format no_request_time '$msec $status "$upstream_addr" "$request" "$upstream_status"';
-    log_format combined_upstream '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$upstream_addr"';
-    access_log ${{PREFIX}}/logs/{nrt} no_request_time;
-    access_log ${{PREFIX}}/logs/{comb} combined_upstream;
-{blocks}
-    server {{
-        listen 127.0.0.1:${{PORT}};
-{locations}
-        location = /status {{
-            generation_retry_status;
-        }}
-    }}
-"#,
-        nrt = ACCESS_LOGS[1].0,
-        comb = ACCESS_LOGS[2].0,
-    );
-    Config::new(Flavor::with_module(), http)
-        .stream(stream_config(layout, p))
-        .var("DNS", p.dns.addr())
-        .workers(2)
 }
 
 /// Runs the scenario of `opts` and returns its logs and configuration.
@@ -665,44 +251,6 @@ async fn logged(nginx: &Nginx, n: usize) -> Vec<String> {
     }
 }
 
-/// Stream sessions a second, beside the http load.
-const STREAM_RATE: f64 = 80.0;
-
-/// The stream logs once each holds `n` sessions (a session is logged when
-/// it ends: up to two connect timeouts after it started).
-async fn stream_logged(nginx: &Nginx, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let texts: Vec<String> = STREAM_LOGS
-            .iter()
-            .map(|(file, _)| {
-                std::fs::read_to_string(nginx.prefix().join("logs").join(file)).unwrap_or_default()
-            })
-            .collect();
-        let lines: Vec<usize> = texts.iter().map(|t| t.lines().count()).collect();
-        if lines[0] >= n && lines.iter().all(|l| *l == lines[0]) {
-            return texts;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the stream logs hold {lines:?} sessions of at least {n}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// An upstream's index, drawn by [`SHARES`].
-fn pick(rng: &mut Rng) -> usize {
-    let mut u = rng.unit();
-    for (k, share) in SHARES.iter().enumerate() {
-        if u < *share {
-            return k;
-        }
-        u -= share;
-    }
-    SHARES.len() - 1
-}
-
 /// `nginx -T` of the running configuration, as an operator would pass it.
 fn dump(config: &Config, nginx: &Nginx) -> String {
     let out = Command::new(&config.flavor.binary)
@@ -730,99 +278,5 @@ async fn wait_ready(client: &Client, name: &str) {
         }
         assert!(Instant::now() < deadline, "{name} never became ready");
         tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Scores the tool on `run`'s http access log number `log` (of
-/// [`ACCESS_LOGS`]) and the error log without the module's lines, told
-/// nothing but the configuration: `nginx -T` as nginx printed it, with the
-/// other access logs (http and stream) taken out and the logs' paths moved
-/// to where the scored copies are. The truth is read from the harness's
-/// own log (the same requests) and the module's lines.
-pub fn score(run: &Run, log: usize, name: &str) -> Score {
-    let truths = Truths::http(&run.access[0], &run.error);
-    score_file(run, ACCESS_LOGS[log].0, &run.access[log], truths, name)
-}
-
-/// The same for the stream access log number `log` (of [`STREAM_LOGS`]):
-/// the truth is each session's `$connection` in the first stream log and
-/// the module's stream lines of that `*N`.
-pub fn score_stream(run: &Run, log: usize, name: &str) -> Score {
-    let entries = run.stream[0].lines().filter_map(stream_entry).collect();
-    let truths = Truths::stream(entries, &run.error);
-    score_file(run, STREAM_LOGS[log].0, &run.stream[log], truths, name)
-}
-
-/// Writes `text` as the one access log `file` the configuration keeps,
-/// and scores the tool on it (see [`score`]).
-fn score_file(run: &Run, file: &str, text: &str, truths: Truths, name: &str) -> Score {
-    let dir = labels::scratch_dir(name);
-    std::fs::write(dir.join(file), text).expect("write the access log");
-    let logs = format!("{}/logs/", run.prefix.display());
-    let conf: String = run
-        .conf_dump
-        .lines()
-        .filter(|l| {
-            !l.trim_start().starts_with("access_log ") || l.contains(&format!("{logs}{file} "))
-        })
-        .map(|l| format!("{}\n", l.replace(&logs, &format!("{}/", dir.display()))))
-        .collect();
-    let conf_file = dir.join("nginx-T.txt");
-    std::fs::write(&conf_file, conf).expect("write nginx -T");
-    let args: Vec<OsString> = vec!["--nginx-conf".into(), conf_file.into(), "--json".into()];
-    labels::score_in(&dir, &args, name, truths, &run.error, Truth::ModuleLines)
-}
-
-/// One stream session of [`STREAM_LOGS`]' first format (`$msec
-/// $connection $status "$upstream_addr" $session_time $server_port`) as an
-/// [`Entry`] named `*N`.
-fn stream_entry(line: &str) -> Option<Entry> {
-    let mut quoted = line.split('"');
-    let head = quoted.next()?;
-    let upstream_addr = quoted.next()?;
-    let mut words = head.split_whitespace();
-    let msec = words.next()?.parse().ok()?;
-    let connection: u64 = words.next()?.parse().ok()?;
-    let status = words.next()?.parse().ok()?;
-    Some(Entry {
-        msec,
-        status,
-        hops: crate::accesslog::parse_upstream_addr(upstream_addr),
-        method: String::new(),
-        path: format!("*{connection}"),
-        request_time: 0.0,
-        resnapshots: None,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stream_session_line_is_named_by_its_connection() {
-        let e = stream_entry(r#"1796252587.597 41 502 "127.0.0.2:9, srace" 1.002"#).unwrap();
-        assert_eq!(e.path, "*41");
-        assert_eq!(e.status, 502);
-        assert_eq!(e.shape(), crate::accesslog::Shape::TwoHop { attempts: 1 });
-        assert!(stream_entry("garbage").is_none());
-    }
-
-    #[test]
-    fn shares_sum_to_one_and_every_upstream_is_drawn() {
-        assert!((SHARES.iter().sum::<f64>() - 1.0).abs() < 1e-9);
-        let mut rng = Rng::new(1);
-        let mut seen = [0usize; 9];
-        for _ in 0..10_000 {
-            seen[pick(&mut rng)] += 1;
-        }
-        for (k, n) in seen.iter().enumerate() {
-            let want = SHARES[k] * 10_000.0;
-            assert!(
-                (*n as f64 - want).abs() < want * 0.2,
-                "{}: {n}",
-                UPSTREAMS[k]
-            );
-        }
     }
 }
