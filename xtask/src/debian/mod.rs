@@ -42,7 +42,8 @@ use std::time::Instant;
 pub use inputs::Inputs;
 
 use crate::build::MODULE_FILE;
-use crate::harness::{matrix_env, run_tests, Step};
+use crate::harness::parallel::run_tests;
+use crate::harness::{matrix_env, Step};
 use crate::versions::tree_version;
 use crate::workspace::{cargo, target_dir, Result};
 use deb::{abi, make_deb, set_mode};
@@ -157,7 +158,7 @@ pub fn test_made(inputs: &Inputs, made: Result<Made>, build_s: f64, extra: &[Str
     .env("GENERATION_RETRY_NGINX_DIR", &made.nginx_dir)
     .env("GENERATION_RETRY_DEBIAN_DEB", &made.deb);
     matrix_env(&mut cmd);
-    let result = run_tests(&mut cmd, &mut step.totals);
+    let result = run_tests(&cmd, &mut step.totals);
     step.test_s = started.elapsed().as_secs_f64();
     step.ok = result.is_ok();
     if let Err(e) = result {
