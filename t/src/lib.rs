@@ -1,30 +1,34 @@
-//! The integration harness: each piece real and named after what it stands
-//! in for. [`nginx`] runs the nginx under test (`GENERATION_RETRY_NGINX_DIR`:
-//! 1.28.0 by default, any version of the matrix, Debian's), [`dns`] is the
-//! GSLB, [`backend`] the application servers, [`load`] the clients;
-//! [`accesslog`] and [`errorlog`] read what nginx wrote; [`prometheus`]
-//! runs the real Prometheus and `promtool` against the status endpoint.
+//! The test bench of the generation-retry module: a real nginx (stock,
+//! with the module, or patched) on loopback, the world around it played by
+//! real servers, and readers that judge what nginx wrote. The integration
+//! tests (`t/tests/`) and the binaries of `t/src/bin/` (lab, bench, soak,
+//! fuzz) are built on it; `cargo xtask` runs them against the nginx builds
+//! `cargo xtask build` installs (`GENERATION_RETRY_NGINX_DIR`: 1.28.0 by
+//! default, any version of the matrix, Debian's).
+//!
+//! The layers:
+//! - [`nginx`]: the nginx under test: its builds, its configuration, the
+//!   running process and its logs; [`nginx::gdb`] holds a worker mid-way.
+//! - [`actors`]: what nginx talks to: the DNS (the GSLB), the HTTP and TCP
+//!   backends, the clients and their load.
+//! - [`scoring`]: reading what nginx wrote and exposed, and judging it:
+//!   the logs, the module's metrics, Prometheus, diagnose's labels.
+//! - [`scenarios`]: scripted runs built of those: the HTTP and stream
+//!   races, the mixed failures, the lab's A/B arms, the churn, the soak.
+//!
+//! Beside them: [`memcheck`] (nginx under valgrind; xtask compiles the file
+//! in too), [`fuzz`] (generated-input checks of the parsers, no nginx),
+//! [`rng`] (seeded draws) and [`shared`] (configuration pieces the layers
+//! write alike). The two functions below read the run's knobs.
 
-pub mod accesslog;
-pub mod backend;
-pub mod churn;
-pub mod dns;
-pub mod errorlog;
+pub mod actors;
 pub mod fuzz;
-pub mod gdb;
-pub mod lab;
-pub mod labels;
-pub mod load;
 pub mod memcheck;
-pub mod metrics;
-pub mod mixed;
 pub mod nginx;
-pub mod prometheus;
 pub mod rng;
-pub mod scenario;
+pub mod scenarios;
+pub mod scoring;
 pub mod shared;
-pub mod soak;
-pub mod stream;
 
 /// How many times a test repeats its scripted race: `default`, unless
 /// `GENERATION_RETRY_REPEATS` says otherwise (`cargo xtask nginx-test

@@ -13,6 +13,7 @@
 //! the ports its listeners take.
 
 mod config;
+pub mod gdb;
 mod install;
 mod logs;
 mod ports;

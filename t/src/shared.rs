@@ -1,10 +1,11 @@
-//! What the scenarios ([`crate::scenario`], [`crate::stream`]) and the
-//! [`crate::lab`] write alike, written once: the upstream's name, the
+//! What the scenarios ([`crate::scenarios::http`],
+//! [`crate::scenarios::stream`], [`crate::scenarios::lab`]) and nginx's
+//! configuration write alike, written once: the upstream's name, the
 //! keepalive lines, the status location, the probe clients.
 
 use std::net::Ipv4Addr;
 
-use crate::load::Client;
+use crate::actors::load::Client;
 
 /// The upstream every harness configuration proxies to (the stream races
 /// number theirs: `be0`, `be1`, ...). A configuration template says

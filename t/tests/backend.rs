@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use generation_retry_t::backend::{Backend, ADDR_A};
+use generation_retry_t::actors::backend::{Backend, ADDR_A};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -82,8 +82,10 @@ async fn idle_timeout_closes_a_kept_alive_connection() {
 #[tokio::test]
 async fn a_body_sent_after_a_head_is_seen() {
     let backend = Backend::start().await;
-    let client =
-        generation_retry_t::load::Client::new(format!("http://{}", backend.upstream_addr(ADDR_A)));
+    let client = generation_retry_t::actors::load::Client::new(format!(
+        "http://{}",
+        backend.upstream_addr(ADDR_A)
+    ));
     let r = client.head("/h").await;
     assert_eq!(r.status(), 200, "{r:?}");
     assert_eq!(r.headers["x-backend"], "127.0.0.2");

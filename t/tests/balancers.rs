@@ -12,12 +12,12 @@
 
 use std::net::SocketAddr;
 
-use generation_retry_t::accesslog::Hop;
-use generation_retry_t::backend::ADDR_C;
-use generation_retry_t::errorlog::NO_LIVE;
-use generation_retry_t::metrics::{log, Counter, Protocol, StatusExt};
+use generation_retry_t::actors::backend::ADDR_C;
 use generation_retry_t::nginx::{test_config, Config, Flavor};
-use generation_retry_t::scenario::{patched_rescue_line, Lab, Spec};
+use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Spec};
+use generation_retry_t::scoring::accesslog::Hop;
+use generation_retry_t::scoring::errorlog::NO_LIVE;
+use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 use tokio::task::JoinSet;
 

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use generation_retry_t::accesslog::tally;
-use generation_retry_t::backend::{ADDR_A, ADDR_B};
-use generation_retry_t::dns::Answer;
-use generation_retry_t::errorlog::{with_message, PREMATURELY_CLOSED};
-use generation_retry_t::load::{assert_all_ok, open_loop};
+use generation_retry_t::actors::backend::{ADDR_A, ADDR_B};
+use generation_retry_t::actors::dns::Answer;
+use generation_retry_t::actors::load::{assert_all_ok, open_loop};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{Lab, NAME};
+use generation_retry_t::scenarios::http::{Lab, NAME};
+use generation_retry_t::scoring::accesslog::tally;
+use generation_retry_t::scoring::errorlog::{with_message, PREMATURELY_CLOSED};
 use reqwest::Method;
 
 /// DNS alternation alone: the name's single A record swaps at every

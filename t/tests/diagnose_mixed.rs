@@ -1,5 +1,5 @@
 //! `generation-retry-diagnose` on one nginx's mixed logs (see
-//! `generation_retry_t::mixed`): nine upstreams failing in every way at
+//! `generation_retry_t::scenarios::mixed`): nine upstreams failing in every way at
 //! once, two workers, one error log, the tool told nothing but `nginx -T`.
 //! The ground truth is the module's `cause=` lines (observe mode) and the
 //! shape of each 502 that has none (`other`, reported apart: it is decided
@@ -12,8 +12,8 @@
 //! It runs on the default nginx only: the tool does not depend on the
 //! version, and the lab's labelled arms (`diagnose.rs`) cover the matrix.
 
-use generation_retry_t::labels::{Score, FAMILIES};
-use generation_retry_t::mixed;
+use generation_retry_t::scenarios::mixed;
+use generation_retry_t::scoring::labels::{Score, FAMILIES};
 
 /// Scores every access log of one mixed run and prints the figures.
 fn mixed_scores(opts: mixed::Options) -> Vec<Score> {

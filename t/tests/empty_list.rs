@@ -14,8 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use generation_retry_t::dns::{Answer, DnsServer};
-use generation_retry_t::load::Client;
+use generation_retry_t::actors::dns::{Answer, DnsServer};
+use generation_retry_t::actors::load::Client;
 use generation_retry_t::nginx::{is_tengine, Config, Flavor, Nginx};
 
 const NAME: &str = "empty.test";

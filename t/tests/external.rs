@@ -17,11 +17,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use generation_retry_t::errorlog;
-use generation_retry_t::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::nginx::{self, Config, Flavor};
-use generation_retry_t::scenario::{Lab, Spec};
-use generation_retry_t::stream::{StreamLab, StreamSpec};
+use generation_retry_t::scenarios::http::{Lab, Spec};
+use generation_retry_t::scenarios::stream::{StreamLab, StreamSpec};
+use generation_retry_t::scoring::errorlog;
+use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 
 const MODULE_FILE: &str = "ngx_http_upstream_generation_retry_module.so";
 const RACES: usize = 5;

@@ -5,11 +5,11 @@
 
 use std::net::Ipv4Addr;
 
-use generation_retry_t::backend::{Backend, ADDR_A, ADDR_B};
-use generation_retry_t::load::Client;
-use generation_retry_t::metrics::{log, Counter, Protocol, StatusExt};
+use generation_retry_t::actors::backend::{Backend, ADDR_A, ADDR_B};
+use generation_retry_t::actors::load::Client;
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{Lab, Spec};
+use generation_retry_t::scenarios::http::{Lab, Spec};
+use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
 const ON: &str = "generation_retry_resnapshot on;";

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use generation_retry_t::memcheck::{self, involves_module};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{Lab, Spec};
+use generation_retry_t::scenarios::http::{Lab, Spec};
 
 /// The module on in a `hash ... consistent` upstream with a zone: every
 /// request's peer.init goes through the module's wrapper into nginx's

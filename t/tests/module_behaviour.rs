@@ -2,15 +2,15 @@
 
 use std::time::Duration;
 
-use generation_retry_t::accesslog::Hop;
-use generation_retry_t::backend::{ADDR_A, ADDR_B};
-use generation_retry_t::dns::Answer;
+use generation_retry_t::actors::backend::{ADDR_A, ADDR_B};
+use generation_retry_t::actors::dns::Answer;
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::metrics::{
+use generation_retry_t::nginx::Flavor;
+use generation_retry_t::scenarios::http::{Lab, Spec, NAME};
+use generation_retry_t::scoring::accesslog::Hop;
+use generation_retry_t::scoring::metrics::{
     log, Counter, NoLiveCause, Protocol, StatusExt, Value, FAMILIES,
 };
-use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{Lab, Spec, NAME};
 use reqwest::Method;
 
 const ON: &str = "generation_retry_resnapshot on;";
@@ -87,7 +87,7 @@ async fn status_endpoint_formats_methods_and_access() {
 
     // Access control in front of it: the same client is refused where its
     // address is not allowed, and served where it is.
-    let other = generation_retry_t::load::Client::new(format!("http://127.0.0.1:{port2}"));
+    let other = generation_retry_t::actors::load::Client::new(format!("http://127.0.0.1:{port2}"));
     assert_eq!(other.get("/").await.status(), 403, "deny all applies");
     let allowed = other.get("/allowed").await;
     assert_eq!(allowed.status(), 200, "allow applies: {allowed:?}");

@@ -1,9 +1,9 @@
 //! The deterministic race with the module loaded.
 
-use generation_retry_t::accesslog::Shape;
-use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::Lab;
+use generation_retry_t::scenarios::http::Lab;
+use generation_retry_t::scoring::accesslog::Shape;
+use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 
 /// `on`: every scripted race is rescued: 200 from the new address,
 /// `$upstream_addr` "OLD:P, NEW:P", one retry-phase busy, one re-snapshot,

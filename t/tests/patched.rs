@@ -3,10 +3,10 @@
 //! in its own line. With the module loaded too, the core has already
 //! re-snapshotted, so the module finds nothing to rescue and counts nothing.
 
-use generation_retry_t::errorlog::{NO_LIVE, PREMATURELY_CLOSED};
-use generation_retry_t::metrics::{log, Counter, StatusExt};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{patched_rescue_line, Lab, Race, Spec};
+use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Race, Spec};
+use generation_retry_t::scoring::errorlog::{NO_LIVE, PREMATURELY_CLOSED};
+use generation_retry_t::scoring::metrics::{log, Counter, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
 /// The patched core rescued `race`: 200 from the new address with

@@ -1,9 +1,9 @@
 //! The deterministic race of nginx/nginx#1656 on stock nginx 1.28.0.
 
-use generation_retry_t::accesslog::Shape;
-use generation_retry_t::errorlog;
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::Lab;
+use generation_retry_t::scenarios::http::Lab;
+use generation_retry_t::scoring::accesslog::Shape;
+use generation_retry_t::scoring::errorlog;
 
 /// Stock nginx answers the scripted race with the 2-hop 502, every time:
 /// `$upstream_addr` "OLD:P, be", and error.log's `upstream prematurely closed

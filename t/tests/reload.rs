@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use generation_retry_t::lab::{run_arm, Arm, Options};
-use generation_retry_t::metrics::{Counter, StatusExt};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{Lab, Spec};
+use generation_retry_t::scenarios::http::{Lab, Spec};
+use generation_retry_t::scenarios::lab::{run_arm, Arm, Options};
+use generation_retry_t::scoring::metrics::{Counter, StatusExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn counters_survive_reload_and_keep_counting() {

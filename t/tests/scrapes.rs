@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use generation_retry_t::backend::{Backend, ADDR_A, ADDR_B};
-use generation_retry_t::dns::{Answer, DnsServer};
-use generation_retry_t::load::{assert_all_ok, open_loop, Client};
-use generation_retry_t::metrics::Counter;
+use generation_retry_t::actors::backend::{Backend, ADDR_A, ADDR_B};
+use generation_retry_t::actors::dns::{Answer, DnsServer};
+use generation_retry_t::actors::load::{assert_all_ok, open_loop, Client};
 use generation_retry_t::nginx::{Config, Flavor, Nginx};
-use generation_retry_t::scenario::{NAME, PROXY_HTTP, SINGLE_PEER_SERVERS};
+use generation_retry_t::scenarios::http::{NAME, PROXY_HTTP, SINGLE_PEER_SERVERS};
+use generation_retry_t::scoring::metrics::Counter;
 use reqwest::Method;
 use serde_json::Value;
 use tokio::sync::Barrier;

@@ -13,19 +13,19 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use generation_retry_core::rescue::Fault;
-use generation_retry_t::backend::{Held, ADDR_A, ADDR_B, ADDR_C, UNAVAILABLE_PATH};
-use generation_retry_t::dns::{Answer, DnsServer};
-use generation_retry_t::errorlog::NO_LIVE;
-use generation_retry_t::gdb::{worker_pids, Breakpoint};
-use generation_retry_t::load::{Client, Response};
+use generation_retry_t::actors::backend::{Held, ADDR_A, ADDR_B, ADDR_C, UNAVAILABLE_PATH};
+use generation_retry_t::actors::dns::{Answer, DnsServer};
+use generation_retry_t::actors::load::{Client, Response};
+use generation_retry_t::actors::tcp::{BlackHole, Session, HOLE, NEW, OLD};
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
+use generation_retry_t::nginx::gdb::{worker_pids, Breakpoint};
 use generation_retry_t::nginx::{free_port, Config, Flavor, Nginx};
-use generation_retry_t::scenario::{status_object, wait_peers, Lab, Spec, NAME};
+use generation_retry_t::scenarios::http::{status_object, wait_peers, Lab, Spec, NAME};
+use generation_retry_t::scenarios::stream::NAME as STREAM_NAME;
+use generation_retry_t::scoring::errorlog::NO_LIVE;
+use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
+use generation_retry_t::scoring::streamlog::parse_stream_log;
 use generation_retry_t::shared::{status_server, UPSTREAM};
-use generation_retry_t::stream::{
-    parse_stream_log, BlackHole, Session, HOLE, NAME as STREAM_NAME, NEW, OLD,
-};
 use tokio::task::JoinHandle;
 
 const ON: &str = "generation_retry_resnapshot on;";

@@ -1,14 +1,15 @@
 //! Stream (TCP) upstreams: the race of `generation_retry::stream`, on stock
 //! nginx, with the module (`on`, `off`) and with the patched nginx.
 
-use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::patched_rescue_line;
+use generation_retry_t::scenarios::http::patched_rescue_line;
+use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use std::time::{Duration, Instant};
 
-use generation_retry_t::dns::Answer;
+use generation_retry_t::actors::dns::Answer;
+use generation_retry_t::actors::tcp::{Session, HOLE, NEW};
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::stream::{Session, StreamLab, StreamRace, StreamSpec, HOLE, NAME, NEW};
+use generation_retry_t::scenarios::stream::{StreamLab, StreamRace, StreamSpec, NAME};
 
 /// `$upstream_addr` of a race that failed over: the black hole, then `rest`.
 fn addr_after_hole(lab: &StreamLab, rest: &str) -> String {
@@ -463,8 +464,8 @@ async fn greeted(addr: std::net::SocketAddr) -> (String, tokio::net::TcpStream) 
 /// notify-not-forwarded).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connect_notification_reaches_the_balancer() {
+    use generation_retry_t::actors::tcp::EchoBackend;
     use generation_retry_t::nginx::{Config, Nginx};
-    use generation_retry_t::stream::EchoBackend;
     use std::net::Ipv4Addr;
 
     let a_ip = Ipv4Addr::new(127, 0, 0, 5);

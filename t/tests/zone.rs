@@ -5,11 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use generation_retry_t::backend::{Backend, ADDR_A};
-use generation_retry_t::errorlog::zone_freed;
-use generation_retry_t::load::Client;
-use generation_retry_t::metrics::{log, Counter, StatusExt};
+use generation_retry_t::actors::backend::{Backend, ADDR_A};
+use generation_retry_t::actors::load::Client;
 use generation_retry_t::nginx::{free_port, Config, Flavor, Nginx};
+use generation_retry_t::scoring::errorlog::zone_freed;
+use generation_retry_t::scoring::metrics::{log, Counter, StatusExt};
 use generation_retry_t::shared::KEEPALIVE_LOCATION;
 
 /// The module's notice at each start and reload: the configuration's
@@ -169,7 +169,7 @@ async fn every_upstream_is_counted_however_many() {
             times[2], times[0], times[4]
         ));
     }
-    let rss = generation_retry_t::soak::zone_kib(nginx.pid());
+    let rss = generation_retry_t::scenarios::soak::zone_kib(nginx.pid());
     assert!(rss > 0, "no resident 32 MiB zone in the master");
     eprintln!(
         "{HTTP} http + {STREAM} stream upstreams: nginx up in {start_s:.1} s; {}; \
@@ -454,8 +454,8 @@ impl WorkerTable {
 
     fn find(pid: libc::pid_t) -> WorkerTable {
         use std::io::{Read, Seek, SeekFrom};
-        let (start, end) =
-            generation_retry_t::soak::zone_mapping(pid).expect("no 32 MiB mapping in the master");
+        let (start, end) = generation_retry_t::scenarios::soak::zone_mapping(pid)
+            .expect("no 32 MiB mapping in the master");
         let mem = std::path::PathBuf::from(format!("/proc/{pid}/mem"));
         let mut f = std::fs::File::open(&mem).expect("open mem");
         f.seek(SeekFrom::Start(start)).unwrap();

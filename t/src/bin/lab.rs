@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use generation_retry_t::lab::{self, Arm, ArmResult, Options};
 use generation_retry_t::nginx::Flavor;
+use generation_retry_t::scenarios::lab::{self, Arm, ArmResult, Options};
 
 /// Where the option descriptions start.
 const INDENT: usize = 20;

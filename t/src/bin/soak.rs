@@ -1,5 +1,5 @@
 //! `cargo xtask soak [--nginx VERSION] [--seconds N] [--upstreams N]`:
-//! the soak of `generation_retry_t::soak` (ten minutes by default), its
+//! the soak of `generation_retry_t::scenarios::soak` (ten minutes by default), its
 //! samples as a table, its verdict; results in `target/bench/soak.json`.
 //! Exits 1 on any violation.
 
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use generation_retry_t::soak::{run, Options};
+use generation_retry_t::scenarios::soak::{run, Options};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> ExitCode {

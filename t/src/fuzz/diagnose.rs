@@ -88,12 +88,12 @@ pub(super) fn check_error_line(input: &[u8]) -> Result<bool, String> {
     Ok(well_formed)
 }
 
-/// The harness's access-log format (t/src/accesslog.rs), which diagnose
+/// The harness's access-log format (t/src/scoring/accesslog.rs), which diagnose
 /// reads.
 fn access_parser() -> &'static AccessParser {
     static P: std::sync::OnceLock<AccessParser> = std::sync::OnceLock::new();
     P.get_or_init(|| {
-        let format = crate::accesslog::log_format(true);
+        let format = crate::scoring::accesslog::log_format(true);
         let format = format
             .split_once('\'')
             .and_then(|(_, r)| r.rsplit_once('\''))

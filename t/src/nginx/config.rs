@@ -9,7 +9,7 @@ use std::process::Command;
 use super::free_port;
 use super::install::{install_dir, installed};
 use super::process::fresh_prefix;
-use crate::accesslog::{self, LOG_FORMAT_NAME};
+use crate::scoring::accesslog::{self, LOG_FORMAT_NAME};
 use crate::shared::UPSTREAM;
 
 /// Which nginx binary, and whether to `load_module` ours.

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use super::process::pause;
 use super::Nginx;
-use crate::accesslog::{self, Entry};
-use crate::{errorlog, memcheck};
+use crate::memcheck;
+use crate::scoring::accesslog::{self, Entry};
+use crate::scoring::errorlog;
 
 impl Nginx {
     pub fn error_log(&self) -> String {
@@ -75,7 +76,7 @@ impl Nginx {
     }
 
     fn busy_balance(&self) -> Result<(), String> {
-        use crate::metrics::{Counter, StatusExt};
+        use crate::scoring::metrics::{Counter, StatusExt};
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(self.addr()).expect("connect for the status");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

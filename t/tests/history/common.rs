@@ -1,9 +1,9 @@
 //! What the history tests share: which fix runs, the retry of a POST, and
 //! how an answer and a request's hops are read.
 
-use generation_retry_t::accesslog::Hop;
-use generation_retry_t::load::Response;
-use generation_retry_t::scenario::Lab;
+use generation_retry_t::actors::load::Response;
+use generation_retry_t::scenarios::http::Lab;
+use generation_retry_t::scoring::accesslog::Hop;
 
 /// Which fix is under test: the module, or the patched nginx without it.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use generation_retry_t::backend::{ADDR_A, ADDR_B, ADDR_C};
+use generation_retry_t::actors::backend::{ADDR_A, ADDR_B, ADDR_C};
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{patched_rescue_line, Lab, Ready, Spec, NAME};
+use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Ready, Spec, NAME};
+use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
 use crate::common::{assert_answered_by, hops, Fix};

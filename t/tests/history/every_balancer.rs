@@ -5,14 +5,14 @@
 
 use std::time::{Duration, Instant};
 
-use generation_retry_t::accesslog::Hop;
-use generation_retry_t::backend::{ADDR_A, ADDR_B, ADDR_C};
-use generation_retry_t::dns::Answer;
-use generation_retry_t::errorlog::NO_LIVE;
+use generation_retry_t::actors::backend::{ADDR_A, ADDR_B, ADDR_C};
+use generation_retry_t::actors::dns::Answer;
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{patched_rescue_line, Lab, Ready, Spec, NAME};
+use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Ready, Spec, NAME};
+use generation_retry_t::scoring::accesslog::Hop;
+use generation_retry_t::scoring::errorlog::NO_LIVE;
+use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::{KEEPALIVE_LOCATION, UPSTREAM};
 use reqwest::Method;
 use tokio::task::JoinSet;

@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use generation_retry_t::backend::{ADDR_A, ADDR_B, ADDR_C};
-use generation_retry_t::dns::Answer;
+use generation_retry_t::actors::backend::{ADDR_A, ADDR_B, ADDR_C};
+use generation_retry_t::actors::dns::Answer;
 use generation_retry_t::memcheck::patience;
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{patched_rescue_line, Lab, Spec, NAME};
+use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Spec, NAME};
 use generation_retry_t::shared::{KEEPALIVE_LOCATION, UPSTREAM};
 use reqwest::Method;
 

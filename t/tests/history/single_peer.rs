@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use generation_retry_t::backend::{ADDR_A, ADDR_B};
+use generation_retry_t::actors::backend::{ADDR_A, ADDR_B};
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::metrics::{Counter, StatusExt};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{Lab, Spec, NAME};
+use generation_retry_t::scenarios::http::{Lab, Spec, NAME};
+use generation_retry_t::scoring::metrics::{Counter, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
 /// The one exception, said out loud: a list of one peer. nginx's balancers

@@ -7,7 +7,7 @@ use std::fs;
 use std::process::Command;
 
 use generation_retry_t::nginx::{install_dir, Flavor};
-use generation_retry_t::scenario::Lab;
+use generation_retry_t::scenarios::http::Lab;
 
 use crate::common::{
     from_crates_io, mtime, nowhere, prefix_with, stock, version_string, workspace, xtask, MODULE,

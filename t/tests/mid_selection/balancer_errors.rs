@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use generation_retry_core::rescue::Fault;
-use generation_retry_t::backend::{ADDR_A, ADDR_B};
-use generation_retry_t::gdb::{worker_pids, Breakpoint};
+use generation_retry_t::actors::backend::{ADDR_A, ADDR_B};
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
+use generation_retry_t::nginx::gdb::{worker_pids, Breakpoint};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::{Lab, Spec};
+use generation_retry_t::scenarios::http::{Lab, Spec};
+use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
 use crate::common::{point, INIT, SELECT};

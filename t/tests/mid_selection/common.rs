@@ -6,13 +6,13 @@
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use generation_retry_t::backend::{Backend, ADDR_A, ADDR_B};
-use generation_retry_t::dns::{Answer, DnsServer};
-use generation_retry_t::gdb::{worker_pids, Breakpoint};
-use generation_retry_t::load::{Client, Connection, Response};
+use generation_retry_t::actors::backend::{Backend, ADDR_A, ADDR_B};
+use generation_retry_t::actors::dns::{Answer, DnsServer};
+use generation_retry_t::actors::load::{Client, Connection, Response};
 use generation_retry_t::memcheck::patience;
+use generation_retry_t::nginx::gdb::{worker_pids, Breakpoint};
 use generation_retry_t::nginx::{Config, Flavor, Nginx};
-use generation_retry_t::scenario::NAME;
+use generation_retry_t::scenarios::http::NAME;
 use generation_retry_t::shared::{KEEPALIVE_LOCATION, UPSTREAM};
 
 /// One re-resolving peer with keepalive, two workers, each with its own

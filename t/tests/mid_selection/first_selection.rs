@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use generation_retry_t::accesslog::Hop;
-use generation_retry_t::backend::ADDR_B;
-use generation_retry_t::dns::Answer;
-use generation_retry_t::gdb::Breakpoint;
+use generation_retry_t::actors::backend::ADDR_B;
+use generation_retry_t::actors::dns::Answer;
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
+use generation_retry_t::nginx::gdb::Breakpoint;
+use generation_retry_t::scoring::accesslog::Hop;
+use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
 use crate::common::{status, worker, workers, Run, Stop, INIT, SELECT};

@@ -5,14 +5,14 @@
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use generation_retry_t::backend::{Backend, ADDR_A, ADDR_B};
-use generation_retry_t::dns::DnsServer;
-use generation_retry_t::gdb::Breakpoint;
-use generation_retry_t::load::{Client, Response};
+use generation_retry_t::actors::backend::{Backend, ADDR_A, ADDR_B};
+use generation_retry_t::actors::dns::DnsServer;
+use generation_retry_t::actors::load::{Client, Response};
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::metrics::{log, Counter, Protocol, StatusExt};
+use generation_retry_t::nginx::gdb::Breakpoint;
 use generation_retry_t::nginx::{Config, Flavor, Nginx};
-use generation_retry_t::scenario::NAME;
+use generation_retry_t::scenarios::http::NAME;
+use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::{KEEPALIVE_LOCATION, UPSTREAM};
 
 use crate::common::{point, ready};

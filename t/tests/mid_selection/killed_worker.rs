@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use generation_retry_t::backend::{Backend, ADDR_A, ADDR_B};
-use generation_retry_t::dns::DnsServer;
-use generation_retry_t::gdb::{worker_pids, Breakpoint};
+use generation_retry_t::actors::backend::{Backend, ADDR_A, ADDR_B};
+use generation_retry_t::actors::dns::DnsServer;
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::metrics::{log, Counter, StatusExt};
-use generation_retry_t::scenario::NAME;
+use generation_retry_t::nginx::gdb::{worker_pids, Breakpoint};
+use generation_retry_t::scenarios::http::NAME;
+use generation_retry_t::scoring::metrics::{log, Counter, StatusExt};
 
 use crate::common::{pinned, run_config, status, worker, workers, Run, SELECT};
 
@@ -142,7 +142,7 @@ async fn a_worker_killed_inside_a_rescue_is_replaced_and_counting_goes_on() {
         !log.contains(unknown),
         "a live worker was unrecorded:\n{log}"
     );
-    let freed = generation_retry_t::errorlog::zone_freed(&log);
+    let freed = generation_retry_t::scoring::errorlog::zone_freed(&log);
     // One line per setup of the zone: the start, then each reload.
     assert!(
         freed.len() >= 4

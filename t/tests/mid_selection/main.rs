@@ -1,5 +1,5 @@
 //! Tests that stop an nginx worker in the middle of a peer selection with
-//! gdb ([`generation_retry_t::gdb`]), to reach what timing cannot.
+//! gdb ([`generation_retry_t::nginx::gdb`]), to reach what timing cannot.
 //!
 //! `max=N`: the list keeps moving while a request re-snapshots. With two
 //! workers, worker 0 re-resolves the name (nginx gives every `resolve`

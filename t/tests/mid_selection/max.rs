@@ -6,12 +6,12 @@
 use std::time::{Duration, Instant};
 
 use generation_retry_core::rescue::Failure;
-use generation_retry_t::accesslog::{Entry, Hop};
-use generation_retry_t::backend::{ADDR_A, ADDR_B};
-use generation_retry_t::gdb::Breakpoint;
-use generation_retry_t::load::Response;
+use generation_retry_t::actors::backend::{ADDR_A, ADDR_B};
+use generation_retry_t::actors::load::Response;
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
+use generation_retry_t::nginx::gdb::Breakpoint;
+use generation_retry_t::scoring::accesslog::{Entry, Hop};
+use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
 use crate::common::{status, worker, workers, Run, SELECT};

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use generation_retry_t::churn;
+use generation_retry_t::scenarios::churn;
 
 pub struct Args {
     pub rounds: usize,

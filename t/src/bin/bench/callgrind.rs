@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use generation_retry_t::scenario::{Lab, Spec};
+use generation_retry_t::scenarios::http::{Lab, Spec};
 
 use crate::measure::Variant;
 use crate::rescue::{spare_connection, Retry};

@@ -1,10 +1,10 @@
-//! `bench --churn`: the churn of `generation_retry_t::churn` for each count
+//! `bench --churn`: the churn of `generation_retry_t::scenarios::churn` for each count
 //! of upstreams and variant, its table and its verdict.
 
 use std::process::ExitCode;
 
-use generation_retry_t::churn;
 use generation_retry_t::nginx::Flavor;
+use generation_retry_t::scenarios::churn;
 use serde_json::json;
 
 use crate::args::{Args, ChurnArgs};

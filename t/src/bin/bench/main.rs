@@ -13,7 +13,7 @@
 //! `callgrind_control -z` and `-d` after a warm-up), stock vs module; and
 //! where a rescue's instructions go, function by function.
 //!
-//! `--churn` runs the benchmark at scale instead (`generation_retry_t::churn`):
+//! `--churn` runs the benchmark at scale instead (`generation_retry_t::scenarios::churn`):
 //! many upstreams, each with a moving name, stock vs module vs patched.
 //!
 //! This file runs the cost bench and prints its tables; [`args`] reads the
@@ -32,8 +32,8 @@ mod tests;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use generation_retry_t::load::{closed_loop, open_loop};
-use generation_retry_t::scenario::Lab;
+use generation_retry_t::actors::load::{closed_loop, open_loop};
+use generation_retry_t::scenarios::http::Lab;
 use reqwest::Method;
 use serde_json::json;
 

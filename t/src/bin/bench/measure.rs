@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-use generation_retry_t::load::{closed_loop, Client};
+use generation_retry_t::actors::load::{closed_loop, Client};
 use generation_retry_t::nginx::Flavor;
-use generation_retry_t::scenario::Spec;
+use generation_retry_t::scenarios::http::Spec;
 
 use crate::args::Args;
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use generation_retry_t::scenario::Lab;
+use generation_retry_t::scenarios::http::Lab;
 use serde_json::json;
 
 /// One retry of the rescue-cost runs: from the backend closing the first

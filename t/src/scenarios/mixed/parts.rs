@@ -10,10 +10,10 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::stream::STREAM_HOLES;
-use crate::backend::Backend;
-use crate::dns::DnsServer;
+use crate::actors::backend::Backend;
+use crate::actors::dns::DnsServer;
+use crate::actors::tcp::{BlackHole, EchoBackend};
 use crate::nginx::free_port;
-use crate::stream::{BlackHole, EchoBackend};
 /// Addresses of their own for the refusing and resetting peers.
 pub(super) const WIPE_A: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 6);
 pub(super) const WIPE_B: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);

@@ -6,12 +6,12 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use super::spec::{without_default_keepalive, Ready, Spec, NAME, PROXY_HTTP};
-use crate::accesslog::Entry;
-use crate::backend::{Backend, ADDR_A};
-use crate::dns::{Answer, DnsServer};
-use crate::load::Client;
+use crate::actors::backend::{Backend, ADDR_A};
+use crate::actors::dns::{Answer, DnsServer};
+use crate::actors::load::Client;
 use crate::memcheck::patience;
 use crate::nginx::{Config, Flavor, Nginx};
+use crate::scoring::accesslog::Entry;
 use crate::shared::{probe_clients, status_handler};
 /// nginx, DNS and backend wired together.
 pub struct Lab {
@@ -30,7 +30,7 @@ pub struct Lab {
 
 impl Lab {
     /// Starts DNS answering [`ADDR_A`], the backend, and nginx with
-    /// [`PROXY_HTTP`] and [`SINGLE_PEER_SERVERS`]; waits until nginx
+    /// [`PROXY_HTTP`] and [`SINGLE_PEER_SERVERS`](super::SINGLE_PEER_SERVERS); waits until nginx
     /// proxies to [`ADDR_A`].
     pub async fn start(flavor: Flavor, upstream_extra: &str) -> Lab {
         Lab::start_spec(Spec::single_peer(flavor, "", upstream_extra)).await

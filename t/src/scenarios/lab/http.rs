@@ -12,11 +12,11 @@ use super::{
     module_status, open_loop, summarise, Arm, ArmResult, Arrivals, Baseline, Logs, Observed,
     Options, Outcome, Posts,
 };
-use crate::backend::{Backend, ADDR_A, ADDR_B};
-use crate::dns::DnsServer;
-use crate::load::{Client, Response};
+use crate::actors::backend::{Backend, ADDR_A, ADDR_B};
+use crate::actors::dns::DnsServer;
+use crate::actors::load::{Client, Response};
 use crate::nginx::{Config, Nginx};
-use crate::scenario::{NAME, PROXY_HTTP, SINGLE_PEER_SERVERS};
+use crate::scenarios::http::{NAME, PROXY_HTTP, SINGLE_PEER_SERVERS};
 use crate::shared::{status_handler, KEEPALIVE_LOCATION, UPSTREAM};
 
 /// One request of the load.

@@ -10,7 +10,10 @@ fn a_stream_session_line_is_named_by_its_connection() {
     let e = stream_entry(r#"1796252587.597 41 502 "127.0.0.2:9, srace" 1.002"#).unwrap();
     assert_eq!(e.path, "*41");
     assert_eq!(e.status, 502);
-    assert_eq!(e.shape(), crate::accesslog::Shape::TwoHop { attempts: 1 });
+    assert_eq!(
+        e.shape(),
+        crate::scoring::accesslog::Shape::TwoHop { attempts: 1 }
+    );
     assert!(stream_entry("garbage").is_none());
 }
 

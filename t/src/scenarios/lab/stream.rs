@@ -13,15 +13,15 @@ use super::{
     module_status, open_loop, summarise, Arm, ArmResult, Arrivals, Baseline, Logs, Observed,
     Options, Outcome, Posts,
 };
-use crate::accesslog::{parse_upstream_addr, Entry};
-use crate::dns::DnsServer;
-use crate::load::Client;
+use crate::actors::dns::DnsServer;
+use crate::actors::load::Client;
+use crate::actors::tcp::{BlackHole, EchoBackend, Session, NEW, OLD};
 use crate::memcheck;
 use crate::nginx::{free_port, Config, Nginx};
+use crate::scenarios::stream::NAME;
+use crate::scoring::accesslog::{parse_upstream_addr, Entry};
+use crate::scoring::streamlog::{parse_stream_log, StreamEntry};
 use crate::shared::{status_server, UPSTREAM};
-use crate::stream::{
-    parse_stream_log, BlackHole, EchoBackend, Session, StreamEntry, NAME, NEW, OLD,
-};
 
 /// Dead primaries of the upstream.
 const HOLES: usize = 4;
@@ -178,7 +178,7 @@ fn as_entry(e: &StreamEntry) -> Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accesslog::{tally, Shape};
+    use crate::scoring::accesslog::{tally, Shape};
 
     #[test]
     fn session_lines_take_the_access_log_shapes() {

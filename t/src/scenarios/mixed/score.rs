@@ -5,8 +5,8 @@ use std::ffi::OsString;
 
 use super::stream::STREAM_LOGS;
 use super::{Run, ACCESS_LOGS};
-use crate::accesslog::Entry;
-use crate::labels::{self, Score, Truth, Truths};
+use crate::scoring::accesslog::Entry;
+use crate::scoring::labels::{self, Score, Truth, Truths};
 /// Scores the tool on `run`'s http access log number `log` (of
 /// [`ACCESS_LOGS`]) and the error log without the module's lines, told
 /// nothing but the configuration: `nginx -T` as nginx printed it, with the
@@ -61,7 +61,7 @@ pub(super) fn stream_entry(line: &str) -> Option<Entry> {
     Some(Entry {
         msec,
         status,
-        hops: crate::accesslog::parse_upstream_addr(upstream_addr),
+        hops: crate::scoring::accesslog::parse_upstream_addr(upstream_addr),
         method: String::new(),
         path: format!("*{connection}"),
         request_time: 0.0,

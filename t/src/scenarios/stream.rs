@@ -29,222 +29,17 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::task::JoinHandle;
-
-use crate::backend::bind_same_port;
-use crate::dns::{Answer, DnsServer};
-use crate::errorlog;
-use crate::load::Client;
+use crate::actors::dns::{Answer, DnsServer};
+use crate::actors::load::Client;
+use crate::actors::tcp::{BlackHole, EchoBackend, Reply, Session, HOLE, NEW, OLD};
 use crate::memcheck::patience;
 use crate::nginx::{free_port, Config, Flavor, Nginx};
 use crate::rng::Rng;
+use crate::scoring::errorlog;
+use crate::scoring::streamlog::{parse_stream_log, StreamEntry};
 use crate::shared::{status_server, UPSTREAM};
-
 /// The re-resolving name.
 pub const NAME: &str = "tcp.test";
-/// The black hole's address.
-pub const HOLE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
-/// The two addresses the name alternates between.
-pub const OLD: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
-pub const NEW: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 4);
-
-/// A TCP echo server on [`OLD`] and [`NEW`] with the same port: it greets
-/// each connection with its own address and a newline, then echoes every
-/// byte until the client half-closes.
-pub struct EchoBackend {
-    port: u16,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Drop for EchoBackend {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
-}
-
-impl EchoBackend {
-    pub async fn start() -> EchoBackend {
-        let listeners = bind_same_port(&[OLD, NEW]).await;
-        let port = listeners[0].local_addr().unwrap().port();
-        let tasks = listeners
-            .into_iter()
-            .zip([OLD, NEW])
-            .map(|(l, ip)| {
-                tokio::spawn(async move {
-                    while let Ok((s, _)) = l.accept().await {
-                        tokio::spawn(echo(s, ip));
-                    }
-                })
-            })
-            .collect();
-        EchoBackend { port, tasks }
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-}
-
-async fn echo(mut s: TcpStream, ip: Ipv4Addr) {
-    if s.write_all(format!("{ip}\n").as_bytes()).await.is_err() {
-        return;
-    }
-    let (mut r, mut w) = s.split();
-    let _ = tokio::io::copy(&mut r, &mut w).await;
-    let _ = w.shutdown().await;
-}
-
-/// A listener whose accept queue is full: connects to it hang (the kernel
-/// drops their SYNs) until it closes, after which they are refused.
-pub struct BlackHole {
-    addr: SocketAddr,
-    open: Option<(TcpListener, TcpStream)>,
-}
-
-impl BlackHole {
-    /// Opens on [`HOLE`] at a free port and proves the fault: a connect
-    /// does not complete.
-    pub async fn start() -> BlackHole {
-        let probe = TcpListener::bind((HOLE, 0)).await.expect("bind 127.0.0.2");
-        let addr = probe.local_addr().unwrap();
-        drop(probe);
-        let mut hole = BlackHole { addr, open: None };
-        hole.open().await;
-        let attempt =
-            tokio::time::timeout(Duration::from_millis(300), TcpStream::connect(addr)).await;
-        assert!(
-            attempt.is_err(),
-            "a connect to the full listener {addr} completed: {attempt:?}"
-        );
-        hole
-    }
-
-    pub fn port(&self) -> u16 {
-        self.addr.port()
-    }
-
-    /// Listens again (no-op when open), with backlog 0 and one queued
-    /// connection that is never accepted, so the queue is full.
-    pub async fn open(&mut self) {
-        if self.open.is_some() {
-            return;
-        }
-        let socket = TcpSocket::new_v4().expect("socket");
-        socket.set_reuseaddr(true).expect("SO_REUSEADDR");
-        socket.bind(self.addr).expect("bind the black hole");
-        let listener = socket.listen(0).expect("listen(0)");
-        let filler = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(self.addr))
-            .await
-            .expect("the first connect to the black hole fills its queue")
-            .expect("connect the filler");
-        self.open = Some((listener, filler));
-    }
-
-    /// Closes: SYNs retransmitted from now on are refused.
-    pub fn close(&mut self) {
-        self.open = None;
-    }
-}
-
-/// What a client session got back.
-#[derive(Debug)]
-pub struct Reply {
-    /// The client's port (`$remote_port` in the stream log).
-    pub port: u16,
-    /// Everything read until EOF (empty when nginx closed the connection).
-    pub bytes: Vec<u8>,
-    pub error: Option<String>,
-}
-
-impl Reply {
-    /// The backend address of the greeting, and the echoed bytes after it.
-    pub fn split(&self) -> Option<(Ipv4Addr, &[u8])> {
-        let nl = self.bytes.iter().position(|&b| b == b'\n')?;
-        let ip = std::str::from_utf8(&self.bytes[..nl]).ok()?.parse().ok()?;
-        Some((ip, &self.bytes[nl + 1..]))
-    }
-}
-
-/// A session that has connected; its exchange runs in the background.
-pub struct Session {
-    pub port: u16,
-    task: JoinHandle<Reply>,
-}
-
-impl Session {
-    /// Connects to `addr`, then sends `payload`, half-closes and reads to
-    /// EOF in the background.
-    pub async fn open(addr: SocketAddr, payload: Vec<u8>) -> Session {
-        let mut s =
-            tokio::time::timeout(patience(Duration::from_secs(5)), TcpStream::connect(addr))
-                .await
-                .expect("connect to nginx in time")
-                .expect("connect to nginx");
-        let port = s.local_addr().unwrap().port();
-        let task = tokio::spawn(async move {
-            let mut reply = Reply {
-                port,
-                bytes: Vec::new(),
-                error: None,
-            };
-            let (mut r, mut w) = s.split();
-            let send = async {
-                w.write_all(&payload).await?;
-                w.shutdown().await
-            };
-            let (sent, read) = tokio::join!(send, r.read_to_end(&mut reply.bytes));
-            if let Err(e) = sent.and(read.map(|_| ())) {
-                reply.error = Some(e.to_string());
-            }
-            reply
-        });
-        Session { port, task }
-    }
-
-    /// The reply, bounded by `timeout`.
-    pub async fn reply(self, timeout: Duration) -> Result<Reply, String> {
-        match tokio::time::timeout(timeout, self.task).await {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err(format!("no reply within {timeout:?}")),
-        }
-    }
-}
-
-/// One line of the stream access log.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StreamEntry {
-    pub port: u16,
-    /// `$upstream_addr`: every attempt, comma-separated.
-    pub upstream_addr: String,
-    pub status: u16,
-    pub bytes_received: u64,
-    pub bytes_sent: u64,
-    /// When the session ended (seconds since the epoch).
-    pub msec: f64,
-    /// `$server_port`: the listener the session came in on.
-    pub server_port: u16,
-}
-
-pub fn parse_stream_log(text: &str) -> Vec<StreamEntry> {
-    text.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split('|').collect();
-            Some(StreamEntry {
-                port: f.first()?.parse().ok()?,
-                upstream_addr: f.get(1)?.to_string(),
-                status: f.get(2)?.parse().ok()?,
-                bytes_received: f.get(3)?.parse().ok()?,
-                bytes_sent: f.get(4)?.parse().ok()?,
-                msec: f.get(6)?.parse().ok()?,
-                server_port: f.get(7)?.parse().ok()?,
-            })
-        })
-        .collect()
-}
 
 /// The stream block: `slots` upstreams `be0..`, each with its own listen
 /// port `${SPORT<i>}`. The resolver is the stream level's, shared by every
@@ -381,7 +176,7 @@ impl StreamLab {
             // both peers.
             for i in 0..spec.slots {
                 let name = format!("{UPSTREAM}{i}");
-                crate::scenario::wait_peers(&http, "stream", &name, spec.peers).await;
+                crate::scenarios::http::wait_peers(&http, "stream", &name, spec.peers).await;
             }
         }
         StreamLab {
@@ -513,7 +308,7 @@ impl StreamLab {
 
     /// The module's JSON status object for `protocol` upstream `name`.
     pub async fn status(&self, protocol: &str, name: &str) -> serde_json::Value {
-        crate::scenario::status_object(&self.http, protocol, Some(name))
+        crate::scenarios::http::status_object(&self.http, protocol, Some(name))
             .await
             .unwrap_or_else(|e| panic!("{e}"))
     }
@@ -525,43 +320,5 @@ impl StreamLab {
             self.nginx.assert_busy_is_rescued_plus_failed();
         }
         self.nginx.finish();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stream_log_lines_parse_and_garbage_is_skipped() {
-        let log = "40000|127.0.0.2:1, be0|502|0|0|-|1795984829.033|9000\n\
-                   40001|127.0.0.2:1, 127.0.0.4:2|200|65536|65546|0.001|1795984830.5|9001\n\
-                   40002|127.0.0.2:1, be0|502|0|0|-|1795984831.000\n\
-                   garbage\n";
-        let e = parse_stream_log(log);
-        assert_eq!(e.len(), 2);
-        assert_eq!(e[0].port, 40000);
-        assert_eq!(e[0].upstream_addr, "127.0.0.2:1, be0");
-        assert_eq!(e[0].status, 502);
-        assert_eq!(e[1].bytes_received, 65536);
-        assert_eq!(e[1].bytes_sent, 65546);
-        assert_eq!(e[1].msec, 1795984830.5);
-        assert_eq!(e[1].server_port, 9001);
-    }
-
-    #[test]
-    fn reply_splits_greeting_and_echo() {
-        let r = Reply {
-            port: 1,
-            bytes: b"127.0.0.4\nhello".to_vec(),
-            error: None,
-        };
-        assert_eq!(r.split(), Some((NEW, &b"hello"[..])));
-        let closed = Reply {
-            port: 1,
-            bytes: Vec::new(),
-            error: None,
-        };
-        assert_eq!(closed.split(), None);
     }
 }

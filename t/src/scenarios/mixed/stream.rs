@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use super::parts::{Parts, REFUSED, WIPE_A, WIPE_B};
 use super::Layout;
-use crate::dns::{Answer, DnsServer};
+use crate::actors::dns::{Answer, DnsServer};
+use crate::actors::tcp::Session;
 use crate::nginx::Nginx;
 use crate::rng::Rng;
-use crate::stream::Session;
 /// The stream upstreams, each behind its own listener (the table's stream
 /// rows, in [`STREAM_UPSTREAMS`] order).
 pub const STREAM_UPSTREAMS: [&str; 6] = ["srace", "srace2", "srace3", "snx", "swipe", "srefused"];
@@ -22,7 +22,7 @@ pub(super) const STREAM_HOLES: usize = 6;
 /// The backup names of the three race upstreams (each race upstream
 /// yields about one race per primary per two seconds: three of them give
 /// the run enough races to score).
-pub(super) const RACE_NAMES: [&str; 3] = [crate::stream::NAME, "tcp2.test", "tcp3.test"];
+pub(super) const RACE_NAMES: [&str; 3] = [crate::scenarios::stream::NAME, "tcp2.test", "tcp3.test"];
 
 /// The stream access logs nginx writes, by file name under `logs/`, with
 /// their `log_format` name: `$connection` names each session (the
@@ -65,7 +65,7 @@ pub(super) fn stream_config(layout: Layout, p: &Parts) -> String {
         .map(|h| {
             format!(
                 "server {}:{} fail_timeout=1s;\n        ",
-                crate::stream::HOLE,
+                crate::actors::tcp::HOLE,
                 h.port()
             )
         })
@@ -103,7 +103,7 @@ pub(super) fn stream_config(layout: Layout, p: &Parts) -> String {
 
 /// The DNS schedules of the stream names once the load starts.
 pub(super) fn stream_schedules(layout: Layout, dns: &DnsServer) {
-    use crate::stream::{NEW, OLD};
+    use crate::actors::tcp::{NEW, OLD};
     let a = |ip: Ipv4Addr| Answer::A(vec![ip]);
     let nx = match layout {
         Layout::Tuning => Answer::Cycle(vec![a(OLD), a(NEW), Answer::NxDomain]),

@@ -50,7 +50,7 @@ pub struct ArmResult {
 }
 
 /// An arm's nginx logs as written: the access log (in
-/// [`crate::accesslog::log_format`]) and the error log, readiness probes
+/// [`crate::scoring::accesslog::log_format`]) and the error log, readiness probes
 /// included. Debug-printed as their sizes.
 #[derive(Clone, Default)]
 pub struct Logs {

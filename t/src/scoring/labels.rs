@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::accesslog::{self, Entry, Hop, Shape};
-use crate::lab::ArmResult;
+use crate::scenarios::lab::ArmResult;
+use crate::scoring::accesslog::{self, Entry, Hop, Shape};
 
 /// The share of each family the tool must place right on labelled logs.
 pub const MIN_SHARE: f64 = 0.99;
@@ -376,7 +376,7 @@ fn true_family(e: &Entry, truth: Truth, cause: Option<&str>) -> Option<&'static 
     };
     match (truth, cause) {
         (Truth::ByConstruction, _)
-            if generation != "other" && e.path.starts_with(crate::lab::READY_PATH) =>
+            if generation != "other" && e.path.starts_with(crate::scenarios::lab::READY_PATH) =>
         {
             Some("empty")
         }

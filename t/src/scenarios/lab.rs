@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::accesslog::{tally, Entry, Shape};
-use crate::errorlog;
-use crate::load::Client;
-use crate::metrics::{log, Counter, NoLiveCause, StatusExt};
+use crate::actors::load::Client;
 use crate::nginx::Nginx;
-use crate::scenario::status_object;
+use crate::scenarios::http::status_object;
+use crate::scoring::accesslog::{tally, Entry, Shape};
+use crate::scoring::errorlog;
+use crate::scoring::metrics::{log, Counter, NoLiveCause, StatusExt};
 
 mod arms;
 mod claims;

@@ -1,7 +1,7 @@
 //! nginx's error.log: the lines every test must not contain, and the
 //! per-connection lines that identify the race.
 
-use crate::metrics::log;
+use crate::scoring::metrics::log;
 
 /// Markers that fail any test that ran nginx.
 /// `[crit]` is there too: nginx logs at `crit` what it cannot do for a
@@ -108,7 +108,7 @@ pub fn two_hop_pair(text: &str, request_marker: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{NoLiveCause, Protocol};
+    use crate::scoring::metrics::{NoLiveCause, Protocol};
 
     const LOG: &str = "\
 2026/11/29 17:00:00 [notice] 10#10: start worker process 11

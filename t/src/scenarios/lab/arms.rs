@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 
 use super::claims::{Claim, Cmp};
-use crate::dns::Answer;
+use crate::actors::dns::Answer;
 use crate::nginx::Flavor;
 
 /// What an arm proxies, and so which loop drives it.

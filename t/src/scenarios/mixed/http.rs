@@ -7,8 +7,8 @@ use std::net::Ipv4Addr;
 use super::parts::{Parts, REFUSED, RESET, WIPE_A, WIPE_B};
 use super::stream::stream_config;
 use super::{Layout, ACCESS_LOGS};
-use crate::backend::{ADDR_A, ADDR_B, ADDR_C};
-use crate::dns::{Answer, DnsServer};
+use crate::actors::backend::{ADDR_A, ADDR_B, ADDR_C};
+use crate::actors::dns::{Answer, DnsServer};
 use crate::nginx::{Config, Flavor};
 use crate::rng::Rng;
 use crate::shared::KEEPALIVE_LOCATION;
@@ -57,7 +57,7 @@ fn upstreams(layout: Layout, p: &Parts) -> (String, String) {
     };
     let (slow, slow_location) = if held {
         (
-            format!("server {}:{};", crate::stream::HOLE, p.hole.port()),
+            format!("server {}:{};", crate::actors::tcp::HOLE, p.hole.port()),
             "proxy_connect_timeout 300ms;",
         )
     } else {

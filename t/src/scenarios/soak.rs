@@ -1,5 +1,5 @@
 //! The soak (`cargo xtask soak`, documented, not in CI): the churn of
-//! [`crate::churn`] (40 upstreams, each its own name moved at every
+//! [`crate::scenarios::churn`] (40 upstreams, each its own name moved at every
 //! re-resolve, keepalive with 5% of reused connections reclaimed) with the
 //! module `on`, under closed-loop load for ten minutes, while nginx is
 //! reloaded every 2 s, upgraded once (USR2, then QUIT to the old master) and
@@ -23,14 +23,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::accesslog::{tally, Entry};
-use crate::backend::{Backend, ADDR_A, ADDR_B};
-use crate::churn::{self, Variant};
-use crate::dns::{Answer, DnsServer};
-use crate::errorlog;
-use crate::lab::epoch_now;
-use crate::load::Client;
+use crate::actors::backend::{Backend, ADDR_A, ADDR_B};
+use crate::actors::dns::{Answer, DnsServer};
+use crate::actors::load::Client;
 use crate::nginx::{Config, Flavor, Nginx};
+use crate::scenarios::churn::{self, Variant};
+use crate::scenarios::lab::epoch_now;
+use crate::scoring::accesslog::{tally, Entry};
+use crate::scoring::errorlog;
 
 #[derive(Clone, Debug)]
 pub struct Options {

@@ -1,4 +1,4 @@
-//! Scenarios shared by the tests (and later the lab): an nginx proxying to
+//! The HTTP race scenario most tests start: an nginx proxying to
 //! `server app.test:P resolve;` in a zone, the DNS server answering for
 //! app.test, and the two-address backend.
 //!

@@ -17,15 +17,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::accesslog::{tally, Entry};
-use crate::backend::{Backend, ADDR_A, ADDR_B};
-use crate::dns::{Answer, DnsServer};
-use crate::errorlog;
-use crate::lab::epoch_now;
-use crate::load::Client;
-use crate::metrics::{log, Counter, StatusExt};
+use crate::actors::backend::{Backend, ADDR_A, ADDR_B};
+use crate::actors::dns::{Answer, DnsServer};
+use crate::actors::load::Client;
 use crate::nginx::{Config, Flavor, Nginx};
-use crate::scenario::patched_rescue_line;
+use crate::scenarios::http::patched_rescue_line;
+use crate::scenarios::lab::epoch_now;
+use crate::scoring::accesslog::{tally, Entry};
+use crate::scoring::errorlog;
+use crate::scoring::metrics::{log, Counter, StatusExt};
 use crate::shared::{status_handler, KEEPALIVE_LOCATION};
 
 /// What a churn run does.

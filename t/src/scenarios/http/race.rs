@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use super::spec::NAME;
 use super::Lab;
-use crate::accesslog::Entry;
-use crate::backend::{Backend, ADDR_A, ADDR_B};
-use crate::dns::Answer;
-use crate::load::{open_loop, Client, Response, Sent};
+use crate::actors::backend::{Backend, ADDR_A, ADDR_B};
+use crate::actors::dns::Answer;
+use crate::actors::load::{open_loop, Client, Response, Sent};
 use crate::memcheck::patience;
+use crate::scoring::accesslog::Entry;
 impl Lab {
     /// The deterministic race, once:
     ///

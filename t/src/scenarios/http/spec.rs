@@ -10,6 +10,10 @@ pub const NAME: &str = "app.test";
 /// re-resolve through the harness DNS, and serving the module's status on
 /// `/status` (`return 404` without the module). Every `${NAME}` is filled
 /// by [`Lab::start_spec`] (`${UPSTREAM}` by [`Config`] itself).
+///
+/// [`UPSTREAM`]: crate::shared::UPSTREAM
+/// [`Lab::start_spec`]: super::Lab::start_spec
+/// [`Config`]: crate::nginx::Config
 pub const PROXY_HTTP: &str = r#"
     ${HTTP_EXTRA}
     upstream ${UPSTREAM} {
@@ -37,7 +41,7 @@ pub const PROXY_HTTP: &str = r#"
 pub const SINGLE_PEER_SERVERS: &str = "server app.test:${BPORT} resolve;\n        keepalive 16;";
 
 /// Two peers and no keepalive: the re-resolving one and a static one at
-/// [`crate::backend::ADDR_C`] (`max_fails=0` so an injected failure does
+/// [`crate::actors::backend::ADDR_C`] (`max_fails=0` so an injected failure does
 /// not take it out). A failed first attempt is retried because two peers
 /// give two tries.
 pub const TWO_PEERS_SERVERS: &str =
@@ -89,14 +93,14 @@ pub struct Spec {
     pub location_extra: String,
     /// HTTPS to the backend, with `proxy_ssl_session_reuse on`.
     pub tls: bool,
-    /// Run nginx under this command (see [`Config::wrapped`]).
+    /// Run nginx under this command (see [`Config::wrapped`](crate::nginx::Config::wrapped)).
     pub wrapper: Vec<String>,
-    /// Run nginx as a daemon (see [`Config::daemon`]).
+    /// Run nginx as a daemon (see [`Config::daemon`](crate::nginx::Config::daemon)).
     pub daemon: bool,
-    /// How [`Lab::start_spec`] knows nginx is ready.
+    /// How [`Lab::start_spec`](super::Lab::start_spec) knows nginx is ready.
     pub ready: Ready,
     /// The inside of a `stream {}` block beside `http {}` (none when
-    /// empty; see [`Config::stream`]).
+    /// empty; see [`Config::stream`](crate::nginx::Config::stream)).
     pub stream: String,
     /// The resolver's `valid=` seconds: 1, so that a DNS change is applied
     /// within a second; a cost measurement takes more, so that no
@@ -110,8 +114,9 @@ pub enum Ready {
     /// A request was answered by the address.
     Proxying,
     /// nginx was answered the address by the DNS server (see
-    /// [`Lab::wait_applied`]): for an upstream where the name is a backup,
-    /// or unlikely to be picked, and no request would show it.
+    /// [`Lab::wait_applied`](super::Lab::wait_applied)): for an upstream
+    /// where the name is a backup, or unlikely to be picked, and no request
+    /// would show it.
     Answered,
 }
 

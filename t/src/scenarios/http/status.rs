@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::Lab;
-use crate::load::Client;
+use crate::actors::load::Client;
 use crate::memcheck::patience;
 use crate::shared::UPSTREAM;
 impl Lab {

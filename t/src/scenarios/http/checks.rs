@@ -5,9 +5,9 @@
 use std::net::Ipv4Addr;
 
 use super::{Lab, Race};
-use crate::errorlog;
-use crate::load::Sent;
-use crate::metrics::{log, NoLiveCause, Protocol};
+use crate::actors::load::Sent;
+use crate::scoring::errorlog;
+use crate::scoring::metrics::{log, NoLiveCause, Protocol};
 use crate::shared::UPSTREAM;
 impl Lab {
     /// What [`Lab::upgrade_under_load`] may lose: a new master is a new

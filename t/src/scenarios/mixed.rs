@@ -57,9 +57,9 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 
-use crate::backend::{ADDR_A, ADDR_B, ADDR_C};
-use crate::dns::{Answer, DnsServer};
-use crate::load::{open_loop, Client};
+use crate::actors::backend::{ADDR_A, ADDR_B, ADDR_C};
+use crate::actors::dns::{Answer, DnsServer};
+use crate::actors::load::{open_loop, Client};
 use crate::nginx::{Config, Nginx};
 use crate::rng::Rng;
 use http::{config, pick, schedules};
@@ -102,7 +102,7 @@ pub struct Options {
 /// The three access logs nginx writes, by file name under `logs/`, with
 /// their `log_format` name (the first is the harness's own).
 pub const ACCESS_LOGS: [(&str, &str); 3] = [
-    ("access.log", crate::accesslog::LOG_FORMAT_NAME),
+    ("access.log", crate::scoring::accesslog::LOG_FORMAT_NAME),
     ("no-request-time.log", "no_request_time"),
     ("combined.log", "combined_upstream"),
 ];
@@ -150,9 +150,9 @@ fn still_schedules(dns: &DnsServer) {
     dns.set("move2.test", Answer::A(vec![ADDR_A, ADDR_B, ADDR_C]));
     dns.set_a("nx.test", ADDR_B);
     for name in RACE_NAMES {
-        dns.set_a(name, crate::stream::NEW);
+        dns.set_a(name, crate::actors::tcp::NEW);
     }
-    dns.set_a("snx.test", crate::stream::NEW);
+    dns.set_a("snx.test", crate::actors::tcp::NEW);
 }
 
 /// Runs the scenario of `opts` and returns its logs and configuration.
@@ -164,9 +164,9 @@ pub async fn run(opts: &Options) -> Run {
     }
     dns.set("wipe.test", Answer::A(vec![WIPE_A, WIPE_B]));
     for name in RACE_NAMES {
-        dns.set_a(name, crate::stream::OLD);
+        dns.set_a(name, crate::actors::tcp::OLD);
     }
-    dns.set_a("snx.test", crate::stream::OLD);
+    dns.set_a("snx.test", crate::actors::tcp::OLD);
     let config = config(opts.layout, &parts);
     let nginx = Nginx::start(&config);
     let client = Client::new(nginx.url(""));
@@ -235,7 +235,7 @@ async fn logged(nginx: &Nginx, n: usize) -> Vec<String> {
                 std::fs::read_to_string(nginx.prefix().join("logs").join(file)).unwrap_or_default()
             })
             .collect();
-        let load = crate::accesslog::parse(&texts[0])
+        let load = crate::scoring::accesslog::parse(&texts[0])
             .iter()
             .filter(|e| !e.path.contains("/ready-"))
             .count();
