@@ -5,9 +5,10 @@
 //!
 //! Why: the suite's binaries mostly wait (on nginx's resolver timers, on
 //! held requests, on reloads), one after another, while the cores idle.
-//! Every binary already runs its own tests two at a time (libtest) and
-//! makes its ports and prefixes its own (`t/src/nginx`), so two binaries
-//! at once ask nothing new of them. The lab's timed claims and the
+//! Every binary already runs its own tests two at a time (libtest), its
+//! nginx prefixes carry its pid, and the ports its nginx listen on are
+//! held against every other process (`t/src/nginx/ports.rs`), so two
+//! binaries at once ask nothing new of them. The lab's timed claims and the
 //! diagnosis floors measured under load still run alone ([`ALONE`]).
 
 use std::collections::VecDeque;
@@ -112,9 +113,10 @@ pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
         return Err(format!("tests did not build: {}", out.status));
     }
     let all = binaries(&String::from_utf8_lossy(&out.stdout))?;
-    let (alone, rest): (Vec<Binary>, Vec<Binary>) = all
+    let (alone, mut rest): (Vec<Binary>, Vec<Binary>) = all
         .into_iter()
         .partition(|b| ALONE.contains(&b.name.as_str()));
+    slowest_first(&mut rest);
     let before = total.passed;
     let failed = Mutex::new(Vec::new());
     let shared = Mutex::new(std::mem::take(total));
@@ -153,6 +155,7 @@ pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
         }
     });
     *total = shared.into_inner().unwrap_or_else(|e| e.into_inner());
+    remember(&total.binaries);
     let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
     if !failed.is_empty() {
         return Err(format!("tests failed: {}", failed.join(", ")));
@@ -161,6 +164,30 @@ pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
         return Err(NO_TEST.into());
     }
     Ok(())
+}
+
+/// How long each binary took when it last ran in this process (`--nginx
+/// all` runs the same binaries once per version).
+static SEEN: Mutex<Vec<(String, f64)>> = Mutex::new(Vec::new());
+
+fn remember(ran: &[(String, f64)]) {
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    for (what, secs) in ran {
+        seen.retain(|(w, _)| w != what);
+        seen.push((what.clone(), *secs));
+    }
+}
+
+/// The longest binaries first, as they last ran (one never seen counts
+/// as longest): two at a time, a long one started last would run alone.
+fn slowest_first(bins: &mut [Binary]) {
+    let seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let took = |b: &Binary| {
+        seen.iter()
+            .find(|(w, _)| *w == b.shown)
+            .map_or(f64::INFINITY, |(_, s)| *s)
+    };
+    bins.sort_by(|x, y| took(y).total_cmp(&took(x)));
 }
 
 /// The environment `from` sets (or removes) for its child, set on `to`.
@@ -219,5 +246,23 @@ mod tests {
         ));
         t.add("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 40.09s");
         assert_eq!(t.binaries, [("tests/race.rs".to_string(), 40.09)]);
+    }
+
+    #[test]
+    fn binaries_seen_run_longest_first_and_the_unseen_before_them() {
+        let bin = |n: &str| Binary {
+            shown: format!("tests/{n}.rs"),
+            name: n.into(),
+            exe: PathBuf::new(),
+            dir: PathBuf::new(),
+        };
+        remember(&[
+            ("tests/quick.rs".into(), 1.0),
+            ("tests/slow.rs".into(), 40.0),
+        ]);
+        let mut bins = [bin("quick"), bin("slow"), bin("never_ran_here")];
+        slowest_first(&mut bins);
+        let order: Vec<&str> = bins.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(order, ["never_ran_here", "slow", "quick"]);
     }
 }
