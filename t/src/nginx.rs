@@ -6,21 +6,21 @@
 //! error.log, and, under valgrind memcheck (see [`crate::memcheck`]), on
 //! any memory error or definite leak.
 //!
-//! `install` finds the builds `cargo xtask build` installed (and builds
+//! `builds` finds the builds `cargo xtask build` installed (and builds
 //! the module as it does); `config` is what nginx is told ([`Flavor`],
 //! [`Config`], `nginx -t`); `process` starts, signals and stops it;
 //! `logs` reads what it wrote and judges it when it stops; `ports` holds
 //! the ports its listeners take.
 
+mod builds;
 mod config;
 pub mod gdb;
-mod install;
 mod logs;
 mod ports;
 mod process;
 
+pub use builds::{install_dir, is_tengine, module_build, module_target_dir, version};
 pub use config::{test_config, test_config_under, Config, ConfigTest, Flavor};
-pub use install::{install_dir, is_tengine, module_build, module_target_dir, version};
-pub use ports::free_port;
+pub use ports::{free_port, free_port_at, refusing_port};
 pub(crate) use process::kill;
 pub use process::Nginx;

@@ -465,13 +465,12 @@ async fn greeted(addr: std::net::SocketAddr) -> (String, tokio::net::TcpStream) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connect_notification_reaches_the_balancer() {
     use generation_retry_t::actors::tcp::EchoBackend;
-    use generation_retry_t::nginx::{Config, Nginx};
-    use std::net::Ipv4Addr;
+    use generation_retry_t::nginx::{free_port_at, Config, Nginx};
+    use std::net::{Ipv4Addr, SocketAddr};
 
     let a_ip = Ipv4Addr::new(127, 0, 0, 5);
-    let probe = std::net::TcpListener::bind((a_ip, 0)).expect("bind 127.0.0.5");
-    let a = probe.local_addr().unwrap();
-    drop(probe); // refused until the test listens again
+    // Held, not listening: refused until the test listens there.
+    let a = SocketAddr::from((a_ip, free_port_at(a_ip)));
     let backend = EchoBackend::start().await;
     let stream = format!(
         "upstream sbe {{\n        zone sbe 64k;\n        \

@@ -77,9 +77,8 @@ impl BlackHole {
     /// Opens on [`HOLE`] at a free port and proves the fault: a connect
     /// does not complete.
     pub async fn start() -> BlackHole {
-        let probe = TcpListener::bind((HOLE, 0)).await.expect("bind 127.0.0.2");
-        let addr = probe.local_addr().unwrap();
-        drop(probe);
+        // Held for this process while the hole is closed (`nginx::ports`).
+        let addr = SocketAddr::from((HOLE, crate::nginx::free_port_at(HOLE)));
         let mut hole = BlackHole { addr, open: None };
         hole.open().await;
         let attempt =

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use generation_retry_t::actors::backend::{ADDR_A, ADDR_B, ADDR_C};
 use generation_retry_t::memcheck::patience;
-use generation_retry_t::nginx::Flavor;
+use generation_retry_t::nginx::{refusing_port, Flavor};
 use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Ready, Spec, NAME};
 use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
@@ -58,10 +58,8 @@ async fn patched_nginx_keeps_a_handed_back_dead_primary_dead() {
 }
 
 async fn dead_primary_handed_back(fix: Fix) {
-    // A port at ADDR_C where nothing listens: connects are refused.
-    let dead = std::net::TcpListener::bind((ADDR_C, 0))
-        .and_then(|l| l.local_addr())
-        .expect("a free port at 127.0.0.4");
+    // A port at ADDR_C where nothing listens, nor can: connects are refused.
+    let dead = std::net::SocketAddr::from((ADDR_C, refusing_port(ADDR_C)));
     let (flavor, on) = match fix {
         Fix::Module => (Flavor::with_module(), "generation_retry_resnapshot on;"),
         Fix::Patched => (Flavor::patched(), ""),
