@@ -6,15 +6,18 @@
 //! `cargo xtask build` installs (`GENERATION_RETRY_NGINX_DIR`: 1.28.0 by
 //! default, any version of the matrix, Debian's).
 //!
-//! The layers:
+//! The layers, bottom up; each uses only those below it (xtask's
+//! `test_bench_modules_are_layered` fails on an upward `crate::` path):
+//! - [`scoring`]: the readers of what nginx wrote and exposes: the access,
+//!   stream and error logs, the module's metrics and log lines.
 //! - [`nginx`]: the nginx under test: its builds, its configuration, the
-//!   running process and its logs; [`nginx::gdb`] holds a worker mid-way.
+//!   running process, its logs and the verdict at its stop, the ports it
+//!   listens on; [`nginx::gdb`] holds a worker mid-way.
 //! - [`actors`]: what nginx talks to: the DNS (the GSLB), the HTTP and TCP
-//!   backends, the clients and their load.
-//! - [`scoring`]: reading what nginx wrote and exposed, and judging it:
-//!   the logs, the module's metrics, Prometheus, diagnose's labels.
+//!   backends, the clients and their load, a real Prometheus.
 //! - [`scenarios`]: scripted runs built of those: the HTTP and stream
-//!   races, the mixed failures, the lab's A/B arms, the churn, the soak.
+//!   races, the mixed failures, the lab's A/B arms and diagnose's labels
+//!   on them, the churn, the soak.
 //!
 //! Beside them: [`memcheck`] (nginx under valgrind; xtask compiles the file
 //! in too), [`fuzz`] (generated-input checks of the parsers, no nginx),

@@ -1,11 +1,7 @@
 //! What the scenarios ([`crate::scenarios::http`],
 //! [`crate::scenarios::stream`], [`crate::scenarios::lab`]) and nginx's
 //! configuration write alike, written once: the upstream's name, the
-//! keepalive lines, the status location, the probe clients.
-
-use std::net::Ipv4Addr;
-
-use crate::actors::load::Client;
+//! keepalive lines, the status location.
 
 /// The upstream every harness configuration proxies to (the stream races
 /// number theirs: `be0`, `be1`, ...). A configuration template says
@@ -34,16 +30,4 @@ pub fn status_server(module: bool) -> String {
         "server {{ listen 127.0.0.1:${{PORT}}; location = /status {{ {} }} }}",
         status_handler(module)
     )
-}
-
-/// How many probe clients [`probe_clients`] gives.
-pub const PROBES: u8 = 16;
-
-/// Clients of `base` from 127.0.K.1, K = 1..=[`PROBES`], so that
-/// balancers that hash the client address see different clients (see
-/// [`Client::with_source`]).
-pub fn probe_clients(base: &str) -> Vec<Client> {
-    (1..=PROBES)
-        .map(|k| Client::with_source(base, Ipv4Addr::new(127, 0, k, 1).into()))
-        .collect()
 }

@@ -11,7 +11,7 @@
 //! stock arm the same way on 1.28.0 (see `labels::Truth`).
 
 use generation_retry_t::scenarios::lab::{run_arm, Arm, Options};
-use generation_retry_t::scoring::labels::{score, Truth, MIN_SHARE};
+use generation_retry_t::scenarios::labels::{score, Truth, MIN_SHARE};
 
 fn options() -> Options {
     Options::short()

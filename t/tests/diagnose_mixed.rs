@@ -12,8 +12,8 @@
 //! It runs on the default nginx only: the tool does not depend on the
 //! version, and the lab's labelled arms (`diagnose.rs`) cover the matrix.
 
+use generation_retry_t::scenarios::labels::{Score, FAMILIES};
 use generation_retry_t::scenarios::mixed;
-use generation_retry_t::scoring::labels::{Score, FAMILIES};
 
 /// Scores every access log of one mixed run and prints the figures.
 fn mixed_scores(opts: mixed::Options) -> Vec<Score> {

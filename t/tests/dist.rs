@@ -320,7 +320,7 @@ fn the_source_release_builds_offline_from_its_vendored_crates() {
         .output()
         .unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
     let said = String::from_utf8_lossy(&out.stderr);
-    for bad in ["[alert]", "[emerg]", "[crit]", "exited on signal"] {
+    for bad in generation_retry_t::scoring::errorlog::FATAL_MARKERS {
         assert!(!said.contains(bad), "{bad} from nginx -t:\n{said}");
     }
     assert!(out.status.success(), "nginx -t: {}\n{said}", out.status);

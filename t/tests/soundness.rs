@@ -3,7 +3,7 @@
 //! `max_fails` bookkeeping, and what nginx's log handler reads. Each test
 //! failed on the module before its fix.
 //!
-//! The races are scripted as in `history.rs`: the first attempt is held
+//! The races are scripted as in `t/tests/history/`: the first attempt is held
 //! by the backend, the name's answer changes and nginx applies it, then
 //! the backend closes the held connection so that nginx retries under a
 //! moved generation. `hash $request_uri` makes the fresh state's first

@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use generation_retry_t::scenarios::lab::{render_table, run_arm, Arm, Options, Protocol};
-use generation_retry_t::scoring::labels::{score, Truth, MIN_SHARE};
+use generation_retry_t::scenarios::labels::{score, Truth, MIN_SHARE};
 
 /// The headline arms.
 const HEADLINE: &[Arm] = &[Arm::Stock, Arm::ModuleOff, Arm::ModuleOn, Arm::Patched];

@@ -122,6 +122,28 @@ fn module_modules_are_layered() {
     assert_layered(&graph, "lib");
 }
 
+/// The test bench's layers, bottom up: the log readers (`scoring`), the
+/// nginx under test, its actors, the scenarios built of them.
+#[test]
+fn test_bench_modules_are_layered() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../t/src");
+    let mut graph = graph(&root);
+    // The binaries use the library by its name, never `crate::`.
+    graph.remove("bin");
+    let uses = |m: &str, d: &str| graph[m].iter().any(|x| x == d);
+    for (above, below) in [
+        ("nginx", "scoring"),
+        ("actors", "nginx"),
+        ("scenarios", "actors"),
+    ] {
+        assert!(
+            uses(above, below),
+            "{above} no longer uses {below}: {graph:?}"
+        );
+    }
+    assert_layered(&graph, "lib");
+}
+
 #[test]
 fn uses_reads_paths_and_groups() {
     let text = "use crate::tree::{a, b};\nuse crate::{build, debian::{x, y}, external};\nlet _ = crate::versions::tree_version(s);";

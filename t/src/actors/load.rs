@@ -317,6 +317,18 @@ pub async fn closed_loop(
     total
 }
 
+/// How many probe clients [`probe_clients`] gives.
+pub const PROBES: u8 = 16;
+
+/// Clients of `base` from 127.0.K.1, K = 1..=[`PROBES`], so that
+/// balancers that hash the client address see different clients (see
+/// [`Client::with_source`]).
+pub fn probe_clients(base: &str) -> Vec<Client> {
+    (1..=PROBES)
+        .map(|k| Client::with_source(base, std::net::Ipv4Addr::new(127, 0, k, 1).into()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_head;

@@ -6,8 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::builds::{install_dir, installed};
 use super::free_port;
-use super::install::{install_dir, installed};
 use super::process::fresh_prefix;
 use crate::scoring::accesslog::{self, LOG_FORMAT_NAME};
 use crate::shared::UPSTREAM;

@@ -371,7 +371,7 @@ pub async fn run(o: &Options) -> Report {
         if killed == 0 && now >= kill_at {
             // Quiescent, as for the upgrade: what the kill loses is then
             // no answer and no count (a worker killed inside a rescue is
-            // t/tests/mid_selection.rs's). The newest worker: the one the
+            // t/tests/mid_selection/'s). The newest worker: the one the
             // master started last, not one draining after a reload.
             pause.store(true, Ordering::Release);
             while in_flight.load(Ordering::Acquire) > 0 {

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
+use generation_retry_t::actors::prometheus::{contrib, promtool, repository_file};
 use generation_retry_t::scoring::metrics::FAMILIES;
-use generation_retry_t::scoring::prometheus::{contrib, promtool, repository_file};
 
 /// Upstream names nginx.conf can spell, as written there (a quoted string,
 /// with nginx's escapes) and as nginx reads them: every character the text

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 
-use generation_retry_t::scoring::prometheus::{contrib, Server};
+use generation_retry_t::actors::prometheus::{contrib, Server};
 use serde_json::Value;
 
 /// A regular expression matching exactly `s` (RE2 metacharacters escaped),

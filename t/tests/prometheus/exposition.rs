@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use generation_retry_t::actors::load::Client;
+use generation_retry_t::actors::prometheus::promtool;
 use generation_retry_t::nginx::{Config, Flavor, Nginx};
 use generation_retry_t::scoring::metrics::FAMILIES;
-use generation_retry_t::scoring::prometheus::promtool;
 use serde_json::Value;
 
 use crate::common::{promtool_accepts, series_per_upstream, ODD_NAMES};

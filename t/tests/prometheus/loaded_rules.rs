@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use generation_retry_t::scoring::prometheus::{Series, Server};
+use generation_retry_t::actors::prometheus::{Series, Server};
 use serde_json::Value;
 
 use crate::common::{doc_anchors, RUNBOOKS};

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 
-use generation_retry_t::scoring::prometheus::{contrib, promtool};
+use generation_retry_t::actors::prometheus::{contrib, promtool};
 
 use crate::common::{doc_anchors, JOB};
 

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use generation_retry_t::actors::backend::{ADDR_A, ADDR_B};
 use generation_retry_t::actors::dns::Answer;
 use generation_retry_t::actors::load::{open_loop, Client};
+use generation_retry_t::actors::prometheus::{Series, Server};
 use generation_retry_t::nginx::{free_port, Flavor};
 use generation_retry_t::scenarios::http::{wait_peers, Lab, Spec, NAME};
 use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt, FAMILIES};
-use generation_retry_t::scoring::prometheus::{Series, Server};
 use reqwest::Method;
 use serde_json::Value;
 

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
+use generation_retry_t::actors::prometheus::{Series, Server};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenarios::http::{Lab, Spec};
 use generation_retry_t::scoring::metrics::{Counter, StatusExt};
-use generation_retry_t::scoring::prometheus::{Series, Server};
 
 use crate::common::prometheus_config;
 

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 use super::spec::{without_default_keepalive, Ready, Spec, NAME, PROXY_HTTP};
 use crate::actors::backend::{Backend, ADDR_A};
 use crate::actors::dns::{Answer, DnsServer};
+use crate::actors::load::probe_clients;
 use crate::actors::load::Client;
 use crate::memcheck::patience;
 use crate::nginx::{Config, Flavor, Nginx};
 use crate::scoring::accesslog::Entry;
-use crate::shared::{probe_clients, status_handler};
+use crate::shared::status_handler;
 /// nginx, DNS and backend wired together.
 pub struct Lab {
     pub dns: DnsServer,

@@ -5,8 +5,8 @@ use std::ffi::OsString;
 
 use super::stream::STREAM_LOGS;
 use super::{Run, ACCESS_LOGS};
+use crate::scenarios::labels::{self, Score, Truth, Truths};
 use crate::scoring::accesslog::Entry;
-use crate::scoring::labels::{self, Score, Truth, Truths};
 /// Scores the tool on `run`'s http access log number `log` (of
 /// [`ACCESS_LOGS`]) and the error log without the module's lines, told
 /// nothing but the configuration: `nginx -T` as nginx printed it, with the
