@@ -18,7 +18,8 @@ pub fn harness_bin(bin: &str, args: &[String]) -> Result {
 }
 
 /// `cargo xtask fuzz [--inputs N] [--seed S] [--target NAME]`: the
-/// harness's `fuzz` binary, in release (t/src/fuzz.rs).
+/// harness's `fuzz` binary, in release (t/src/bin/fuzz.rs), which needs
+/// no nginx.
 pub fn fuzz(args: &[String]) -> Result {
     run(cargo()
         .args([

@@ -110,7 +110,7 @@ pub fn matrix_env(cmd: &mut Command) {
 }
 
 /// The `n` slowest test binaries of `totals`, for the closing table:
-/// `tests/zone.rs 121 s, tests/lab.rs 98 s`.
+/// `tests/statistical.rs 75 s, tests/dist.rs 51 s`.
 pub fn slowest(totals: &TestTotals, n: usize) -> String {
     let mut b: Vec<&(String, f64)> = totals.binaries.iter().collect();
     b.sort_by(|x, y| y.1.total_cmp(&x.1));

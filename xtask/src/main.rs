@@ -3,8 +3,9 @@
 //! Its neighbours: the nginx module it builds, installs and mutates (the
 //! root package and `module/core`, whose counters the mutation catalogue
 //! is held to), the test bench `t/` whose tests and binaries it runs
-//! against those builds (never compiled into xtask: the operator's
-//! `install` compiles xtask alone), and `diagnose/`, whose unit tests
+//! against those builds (never compiled into xtask, but for the one
+//! dependency-free file `t/src/memcheck.rs`: the operator's `install`
+//! compiles xtask alone), and `diagnose/`, whose unit tests
 //! `nginx-test` runs. This file only dispatches: each command is its own
 //! module.
 //!
@@ -67,8 +68,8 @@ mod workspace;
 use std::env;
 use std::process::ExitCode;
 
+use versions::DEFAULT;
 use versions::MATRIX;
-use workspace::NGINX_VERSION;
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -119,16 +120,17 @@ fn print_help() {
 cargo xtask <command>
 
 build        build nginx, the patched nginx and the module into target/nginx/VERSION/
-             --nginx VERSION|all   {versions} (default {NGINX_VERSION})
+             --nginx VERSION|all   {versions} (default {DEFAULT})
              --nginx-source PATH   an nginx source tree or .tar.gz of your own
              --for NGINX_BINARY    only the module, for that binary's version and
                                    flags, proven to load into it with nginx -t
 nginx-test   build, then run the unit tests and the nginx integration suite
              (same options; arguments after `--` go to the test binaries, e.g. a
              test name filter); `--nginx all` is CI's run: the whole suite on
-             {NGINX_VERSION}, the matrix tests on every other version, and Debian
+             {DEFAULT}, the matrix tests on every other version, and Debian
 nginx-tests  build, then only nginx's own test suite (nginx-tests: upstream,
-             proxy and stream proxy files) ways: stock, module on, patched, the race on stock
+             proxy and stream proxy files), four ways: stock, module on, patched,
+             and the race on stock
              (same --nginx options; the suite from the mirror or
              GENERATION_RETRY_NGINX_TESTS=DIR)
 install      the operator's command: build the module for the nginx binary named
@@ -146,7 +148,7 @@ dist         the source release for packagers: target/dist/generation-retry-VERS
              (and .sha256), the module with every crate in vendor/, built offline
              by ./configure --add-dynamic-module and make modules; --out DIR
 external     build nginx with other flags and the module against it (NGINX_BUILD_DIR,
-             --add-dynamic-module) into target/nginx/{NGINX_VERSION}/external/, then
+             --add-dynamic-module) into target/nginx/{DEFAULT}/external/, then
              run t/tests/external.rs
 lab          build, then stock nginx beside nginx with the module under the same
              load and faults; `cargo xtask lab --help` for its options;

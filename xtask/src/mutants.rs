@@ -70,7 +70,7 @@ use report::{table, Report, Verdict};
 pub use catalogue::{Mutant, MUTANTS};
 
 /// Test binaries the do-nothing mutant leaves out: `external.rs`,
-/// `install.rs` and `dist.rs` test the module as their own builds of the
+/// `install/` and `dist.rs` test the module as their own builds of the
 /// working tree make it (a clean copy, a release tarball, an nginx
 /// configured on its own), not this copy's.
 const NOT_THE_MUTANTS: &[&str] = &["external", "install", "dist"];

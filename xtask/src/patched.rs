@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn patches_are_ordered_and_present() {
-        let p = patches(crate::workspace::NGINX_VERSION).unwrap();
+        let p = patches(crate::workspace::DEFAULT).unwrap();
         assert!(!p.is_empty());
         let mut sorted = p.clone();
         sorted.sort();

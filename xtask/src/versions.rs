@@ -19,10 +19,9 @@
 use std::path::{Path, PathBuf};
 
 pub use crate::source::{tree_version, Source};
-use crate::workspace::{Result, NGINX_VERSION};
+use crate::workspace::Result;
 
-/// The version `cargo xtask build` and `nginx-test` use without `--nginx`.
-pub const DEFAULT: &str = NGINX_VERSION;
+pub use crate::workspace::DEFAULT;
 
 /// Every version CI builds and tests, the default first: nginx's
 /// releases, its development branch at a commit, and Tengine (nginx 1.31.3

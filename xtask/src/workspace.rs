@@ -6,8 +6,9 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The default nginx release (nginx-src crate 1.28.1), built by nginx-sys.
-pub const NGINX_VERSION: &str = "1.28.0";
+/// The version `cargo xtask build` and `nginx-test` use without `--nginx`:
+/// the release of the nginx-src crate 1.28.1, which nginx-sys builds.
+pub const DEFAULT: &str = "1.28.0";
 
 pub type Result<T = ()> = std::result::Result<T, String>;
 
