@@ -12,7 +12,11 @@
 //! The binary is a thin wrapper around [`run`]; everything else is here so
 //! tests can drive it:
 //!
+//! - [`cli`]: the command line; [`nginxconf`]: what `nginx -T` says
+//!   (logs, formats, upstreams, routes); [`plan`]: the two joined into
+//!   what to read and how;
 //! - [`logformat`]: the `log_format` string as a line matcher;
+//! - [`timefmt`]: nginx's time stamps to milliseconds and back;
 //! - [`access`], [`errorlog`]: line parsers;
 //! - [`input`]: plain or gzip files (or standard input), line by line;
 //! - [`collect`]: the streaming pass keeping only what classification needs;
