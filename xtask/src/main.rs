@@ -89,7 +89,7 @@ fn main() -> ExitCode {
         "install" => install::install(rest),
         "uninstall" => install::uninstall(rest),
         "nginx-test" => nginx_test::command(rest),
-        "nginx-tests" => nginx_test::suite_command(rest),
+        "nginx-tests" => suite::command(rest),
         "external" => external::command(rest),
         "lab" => bins::harness_bin("lab", rest),
         "bench" => bins::harness_bin("bench", rest),

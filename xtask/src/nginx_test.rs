@@ -69,7 +69,7 @@ pub fn command(args: &[String]) -> Result {
                 })
             };
             let mut next = matrix.first().map(|v| spawn(v));
-            steps.extend(nginx_tests(default_built.as_ref(), &extra));
+            steps.extend(suite::step_for(default_built.as_ref(), &extra));
             let mut debian = None;
             for (i, v) in matrix.iter().enumerate() {
                 let (built, build_s) = next
@@ -95,7 +95,7 @@ pub fn command(args: &[String]) -> Result {
                     &extra,
                     Some(matrix_tests(v)),
                 ));
-                steps.extend(nginx_tests(tested.as_ref(), &extra));
+                steps.extend(suite::step_for(tested.as_ref(), &extra));
             }
             let (made, build_s) = match debian.map(|t| t.join()) {
                 Some(Ok(done)) => done,
@@ -158,32 +158,6 @@ pub fn command(args: &[String]) -> Result {
     Ok(())
 }
 
-/// `cargo xtask nginx-tests [--nginx VERSION|all] [--nginx-source PATH]`:
-/// the build, then only nginx's own tests on it: stock, with the module,
-/// patched, and the race on stock (`suite.rs`).
-pub fn suite_command(args: &[String]) -> Result {
-    let (sel, extra) = versions::parse(args)?;
-    if !extra.is_empty() {
-        return Err("nginx-tests takes no test filter".into());
-    }
-    let mut failed = Vec::new();
-    for built in build::build_selection(&sel)? {
-        match nginx_tests(Some(&built), &[]) {
-            Some(step) if !step.ok => failed.push(step.what),
-            Some(_) => {}
-            None => println!(
-                "xtask: {}: nginx's own tests are not run on forks (docs/testing.md, \"nginx's own tests\")",
-                built.version
-            ),
-        }
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("failed: {}", failed.join(", ")))
-    }
-}
-
 /// Builds one version and runs its tests: the whole suite with the unit
 /// tests (`only` = None), or only the binaries named. The default version
 /// also gets `external`'s builds and, without filters, the memcheck subset.
@@ -209,22 +183,8 @@ fn version_steps(
             .map(|b| matrix_tests(&b.version))
     });
     let mut steps = vec![test_step(version, built, build_s, default, extra, only)];
-    steps.extend(nginx_tests(tested.as_ref(), extra));
+    steps.extend(suite::step_for(tested.as_ref(), extra));
     steps
-}
-
-/// nginx-tests on a built nginx (`suite.rs`), unless a test filter was
-/// given (it names this project's tests) or the codebase is a fork:
-/// nginx-tests checks nginx's balancing, and stock Tengine's differs (its
-/// round-robin starts at a random peer), so its files fail on stock
-/// Tengine itself; Angie has no module (docs/testing.md, "nginx's own
-/// tests").
-fn nginx_tests(built: Option<&build::Built>, extra: &[String]) -> Option<Step> {
-    let built = built?;
-    if !extra.is_empty() || source::is_fork(&built.version) {
-        return None;
-    }
-    Some(suite::step(built))
 }
 
 /// Set for the matrix's tests of `--nginx all`, which run after the

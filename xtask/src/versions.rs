@@ -6,7 +6,7 @@
 //! - 1.28.3 comes from the `nginx-src` crate release that carries it, 1.30.4
 //!   and 1.31.4 from the mirror (`GENERATION_RETRY_NGINX_MIRROR`, which CI
 //!   points at `../shared/nginx`) or nginx.org, each checked before use
-//!   (`source/mod.rs`).
+//!   (`source.rs`).
 //! - `--nginx-source PATH` names any nginx source instead: an nginx.org
 //!   release tarball (`./configure` at the top), a repository archive or
 //!   checkout (`auto/configure`), as a directory or a `.tar.gz`.
@@ -126,7 +126,7 @@ fn is_version(v: &str) -> bool {
     crate::source::is_release(v) || crate::source::is_codebase(v)
 }
 
-/// A pristine nginx source tree for `version` (`source/mod.rs` says from where
+/// A pristine nginx source tree for `version` (`source.rs` says from where
 /// and how it is checked): `user` if named, else the mirror, the crate or a
 /// download.
 pub fn source(version: &str, user: Option<&Path>) -> Result<Source> {
