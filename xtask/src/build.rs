@@ -237,7 +237,10 @@ pub fn cargo_build_against_in(dir: &Path, objs: &Path, target: &Path) -> Result<
         ])
         .arg(target)
         .env("NGINX_BUILD_DIR", objs)
-        .env_remove("NGINX_SOURCE_DIR"))?;
+        // As the harness's `nginx::module_build` (the same command, so that
+        // one target directory serves both without rebuilding).
+        .env_remove("NGINX_SOURCE_DIR")
+        .env_remove("RUSTFLAGS"))?;
     let module = target
         .join("release")
         .join(format!("{DLL_PREFIX}{MODULE_PACKAGE}{DLL_SUFFIX}"));

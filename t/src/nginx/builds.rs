@@ -93,6 +93,9 @@ pub fn module_build(objs: &Path) -> std::process::Command {
         ])
         .arg(target)
         .env("NGINX_BUILD_DIR", objs)
+        // As xtask's `build::cargo_build_against_in` (the same command, so
+        // that one target directory serves both without rebuilding).
+        .env_remove("NGINX_SOURCE_DIR")
         .env_remove("RUSTFLAGS");
     c
 }
