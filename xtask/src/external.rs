@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::build::{self, module_against, Built, MODULE_FILE};
-use crate::harness::{run_tests, TestTotals};
+use crate::harness::parallel::run_tests;
+use crate::harness::TestTotals;
 use crate::tree::{copy_if_changed, make_target, nginx_tree, Make};
 use crate::versions::DEFAULT;
 use crate::workspace::{cargo, root, Result};
@@ -40,7 +41,7 @@ pub fn command(extra: &[String]) -> Result {
     if !extra.is_empty() {
         cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
     }
-    run_tests(&mut cmd, &mut TestTotals::default())
+    run_tests(&cmd, &mut TestTotals::default())
 }
 
 /// Someone else's nginx: a debug build with another prefix, without

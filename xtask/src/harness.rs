@@ -1,10 +1,9 @@
 //! Running the test harness crate (`t/`, `generation-retry-t`): its test
-//! binaries under `cargo test` with libtest's totals read back, its
+//! binaries, run two at a time with libtest's totals read back (`parallel`), its
 //! binaries under `cargo run`, and one line of a closing table per step.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use crate::workspace::{cargo, root, target_dir, Result};
 
@@ -181,44 +180,8 @@ pub fn harness_command(bin: &str, install_dir: &Path) -> Command {
     cmd
 }
 
-/// [`run_tests`]'s error when cargo succeeded but no test ran.
+/// [`parallel::run_tests`]'s error when the tests built but none ran.
 pub const NO_TEST: &str = "no test ran";
-
-/// Runs cargo test, echoing its output, adding libtest's result lines to
-/// `total`; fails when cargo does or when no test ran.
-pub fn run_tests(cmd: &mut Command, total: &mut TestTotals) -> Result {
-    // cargo's `Running tests/x.rs` lines go to stderr, libtest's results
-    // to stdout: one pipe for both keeps them in order.
-    let (reader, writer) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
-    let err = writer.try_clone().map_err(|e| format!("pipe: {e}"))?;
-    let mut child = cmd
-        .stdout(writer)
-        .stderr(err)
-        .spawn()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    // The child holds the writing ends now; the command's copies must go
-    // for the end of the output to come.
-    cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
-    let before = total.passed;
-    let mut reader = BufReader::new(reader);
-    let mut bytes = Vec::new();
-    // Read to the end whatever the bytes (a test may print any), then wait.
-    while reader.read_until(b'\n', &mut bytes).is_ok_and(|n| n > 0) {
-        let line = String::from_utf8_lossy(&bytes);
-        let line = line.trim_end_matches(['\n', '\r']);
-        println!("{line}");
-        total.add(line);
-        bytes.clear();
-    }
-    let status = child.wait().map_err(|e| e.to_string())?;
-    if !status.success() {
-        return Err(format!("tests failed: {status}"));
-    }
-    if total.passed == before {
-        return Err(NO_TEST.into());
-    }
-    Ok(())
-}
 
 #[derive(Default, Debug, PartialEq)]
 pub struct TestTotals {
