@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use generation_retry_t::actors::backend::{Backend, ADDR_A, ADDR_B};
+use generation_retry_t::actors::backend::{Backend, Wire, ADDR_A, ADDR_B};
 use generation_retry_t::actors::dns::{Answer, DnsServer};
 use generation_retry_t::actors::load::{assert_all_ok, open_loop, Client};
 use generation_retry_t::nginx::{Config, Flavor, Nginx};
@@ -195,6 +195,7 @@ async fn ten_thousand_concurrent_scrapes_under_generation_races() {
         )
         .var("DNS", dns.addr())
         .var("BPORT", backend.port())
+        .var("PASS", Wire::Http.pass())
         .var("UPSTREAM_PRE", "")
         .var("UPSTREAM_EXTRA", "")
         .var("HTTP_EXTRA", "")

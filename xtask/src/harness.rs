@@ -22,6 +22,8 @@ pub const MATRIX_TESTS: &[&str] = &[
     "module_race",
     "stream",
     "patched",
+    // The same race through FastCGI, uwsgi, SCGI, memcached and gRPC.
+    "protocols",
     "balancers",
     "directive",
     "module_behaviour",
@@ -45,8 +47,8 @@ pub const MATRIX_TESTS: &[&str] = &[
     "install",
 ];
 
-/// Tengine's: the races, http and stream (stock fails, `on` rescues, `off`
-/// counts, patched rescues), the directive matrix, and the empty list, where stock Tengine
+/// Tengine's: the races, http (through every protocol) and stream (stock
+/// fails, `on` rescues, `off` counts, patched rescues), the directive matrix, and the empty list, where stock Tengine
 /// 3.2.0's worker crashes (proven, so that Tengine's fix is noticed) and
 /// the patched one refuses. The rest of [`MATRIX_TESTS`] sends requests
 /// into empty lists on purpose (NXDOMAIN rows), which kills stock
@@ -57,6 +59,7 @@ pub const TENGINE_TESTS: &[&str] = &[
     "module_race",
     "stream",
     "patched",
+    "protocols",
     "directive",
     "empty_list",
 ];

@@ -1,6 +1,8 @@
-//! The application stand-in: a tokio HTTP/1.1 keepalive server listening on
-//! 127.0.0.2 and 127.0.0.3 with the same port, so that a DNS flip between the
-//! two is a pure IP swap.
+//! The application stand-in: a tokio server listening on 127.0.0.2 and
+//! 127.0.0.3 with the same port, so that a DNS flip between the two is a
+//! pure IP swap. It speaks HTTP/1.1 with keepalive, or any other protocol
+//! nginx's http upstream speaks ([`Wire`]: FastCGI, uwsgi, SCGI, memcached,
+//! gRPC), with the same faults and the same record of what it saw.
 //!
 //! Faults it can inject, as real backends and L4 boxes do:
 //! - hold the next request that arrives on a reused connection, then close
@@ -19,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -27,6 +29,12 @@ use tokio_rustls::rustls::{self, pki_types::pem::PemObject, HandshakeKind};
 use tokio_rustls::TlsAcceptor;
 
 use crate::rng::Rng;
+
+mod grpc;
+mod wire;
+
+use wire::Reader;
+pub use wire::Wire;
 
 /// The two addresses the DNS name alternates between.
 pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
@@ -103,8 +111,8 @@ struct Faults {
     fail_next: u32,
 }
 
-#[derive(Default)]
 struct State {
+    wire: Wire,
     tls: Option<TlsAcceptor>,
     /// TLS handshakes: (full, resumed).
     handshakes: Mutex<(u64, u64)>,
@@ -134,28 +142,48 @@ impl Drop for Backend {
 impl Backend {
     /// Listens on 127.0.0.2:P, 127.0.0.3:P and 127.0.0.4:P for a free P.
     pub async fn start() -> Backend {
-        Backend::start_with(None).await
+        Backend::start_with(Wire::Http, None).await
+    }
+
+    /// The same, speaking `wire`.
+    pub async fn start_wire(wire: Wire) -> Backend {
+        Backend::start_with(wire, None).await
     }
 
     /// The same over TLS (a self-signed certificate for app.test), with
     /// session resumption, so a proxy's `proxy_ssl_session_reuse` shows in
     /// [`Backend::handshakes`].
     pub async fn start_tls() -> Backend {
-        Backend::start_with(Some(tls_acceptor())).await
+        Backend::start_with(Wire::Http, Some(tls_acceptor())).await
     }
 
-    async fn start_with(tls: Option<TlsAcceptor>) -> Backend {
+    async fn start_with(wire: Wire, tls: Option<TlsAcceptor>) -> Backend {
         let listeners = bind_same_port(&ADDRS).await;
         let port = listeners[0].local_addr().unwrap().port();
         let state = Arc::new(State {
+            wire,
             tls,
-            ..State::default()
+            handshakes: Mutex::default(),
+            resumed_by_conn: Mutex::default(),
+            conn_seq: AtomicU64::default(),
+            connections: Mutex::default(),
+            seen: Mutex::default(),
+            faults: Mutex::default(),
         });
         let tasks = listeners
             .into_iter()
             .map(|l| tokio::spawn(accept_loop(l, state.clone())))
             .collect();
         Backend { port, state, tasks }
+    }
+
+    pub fn wire(&self) -> Wire {
+        self.state.wire
+    }
+
+    /// The body a client gets for an answer from `ip`.
+    pub fn body(&self, ip: Ipv4Addr) -> String {
+        self.state.wire.body(ip)
     }
 
     pub fn port(&self) -> u16 {
@@ -319,6 +347,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
         let state = state.clone();
         tokio::spawn(async move {
             match state.tls.clone() {
+                None if state.wire == Wire::Grpc => grpc::serve(stream, ip, conn, state).await,
                 None => serve(stream, ip, conn, state).await,
                 Some(acceptor) => {
                     let Ok(tls) = acceptor.accept(stream).await else {
@@ -360,12 +389,6 @@ fn tls_acceptor() -> TlsAcceptor {
     TlsAcceptor::from(Arc::new(config))
 }
 
-struct Request {
-    method: String,
-    path: String,
-    close: bool,
-}
-
 /// What to do with a request that has been read.
 enum Action {
     Answer(Duration),
@@ -373,6 +396,66 @@ enum Action {
     Hold(oneshot::Receiver<()>),
 }
 
+/// Decides what happens to request `index` on connection `conn` at `ip`
+/// (a hold the test armed, an injected failure, a reclaim, or an answer)
+/// and records it in [`Backend::seen`].
+fn decide(state: &State, ip: Ipv4Addr, conn: u64, index: u64, method: &str, path: &str) -> Action {
+    let action = {
+        let mut guard = state.faults.lock().unwrap();
+        let f = &mut *guard;
+        let hold_here = f
+            .hold
+            .as_ref()
+            .is_some_and(|(_, reused_only)| index > 0 || !reused_only);
+        if hold_here {
+            let (tx, rx) = oneshot::channel();
+            let held = Held {
+                addr: ip,
+                path: path.to_string(),
+                release: tx,
+            };
+            match f.hold.take().unwrap().0.send(held) {
+                Ok(()) => Action::Hold(rx),
+                Err(_) => Action::Answer(f.delay), // nobody waits for it any more
+            }
+        } else if f.fail_next > 0 {
+            f.fail_next -= 1;
+            Action::Drop(Duration::ZERO)
+        } else if index > 0 && f.reclaim_p > 0.0 && f.rng.chance(f.reclaim_p) {
+            let delay = f.reclaim_delay_max.mul_f64(f.rng.unit());
+            Action::Drop(delay)
+        } else {
+            Action::Answer(f.delay)
+        }
+    };
+    let outcome = match &action {
+        Action::Answer(_) => Outcome::Answered,
+        Action::Drop(_) | Action::Hold(_) => Outcome::Dropped,
+    };
+    state.seen.lock().unwrap().push(Seen {
+        at: Instant::now(),
+        addr: ip,
+        conn,
+        index_on_conn: index,
+        method: method.to_string(),
+        path: path.to_string(),
+        outcome,
+    });
+    action
+}
+
+/// The status line's text for `path`: a path under [`UNAVAILABLE_PATH`]
+/// is answered 503 (Service Unavailable), what `*_next_upstream http_503`
+/// retries.
+fn status_for(path: &str) -> (u16, &'static str) {
+    if path.starts_with(UNAVAILABLE_PATH) {
+        (503, "503 Service Unavailable")
+    } else {
+        (200, "200 OK")
+    }
+}
+
+/// Serves a connection of a byte protocol (every [`Wire`] but gRPC).
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     ip: Ipv4Addr,
@@ -382,7 +465,11 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let mut buf = Vec::with_capacity(4096);
     for index in 0u64.. {
         let idle = state.faults.lock().unwrap().idle_timeout;
-        let read = read_request(&mut stream, &mut buf);
+        let mut reader = Reader {
+            stream: &mut stream,
+            buf: &mut buf,
+        };
+        let read = reader.request(state.wire);
         let req = match idle {
             Some(t) if index > 0 => match tokio::time::timeout(t, read).await {
                 Ok(r) => r,
@@ -391,51 +478,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             _ => read.await,
         };
         let Some(req) = req else { return };
-
-        let action = {
-            let mut guard = state.faults.lock().unwrap();
-            let f = &mut *guard;
-            let hold_here = f
-                .hold
-                .as_ref()
-                .is_some_and(|(_, reused_only)| index > 0 || !reused_only);
-            if hold_here {
-                let (tx, rx) = oneshot::channel();
-                let held = Held {
-                    addr: ip,
-                    path: req.path.clone(),
-                    release: tx,
-                };
-                match f.hold.take().unwrap().0.send(held) {
-                    Ok(()) => Action::Hold(rx),
-                    Err(_) => Action::Answer(f.delay), // nobody waits for it any more
-                }
-            } else if f.fail_next > 0 {
-                f.fail_next -= 1;
-                Action::Drop(Duration::ZERO)
-            } else if index > 0 && f.reclaim_p > 0.0 && f.rng.chance(f.reclaim_p) {
-                let delay = f.reclaim_delay_max.mul_f64(f.rng.unit());
-                Action::Drop(delay)
-            } else {
-                Action::Answer(f.delay)
-            }
-        };
-
-        let outcome = match &action {
-            Action::Answer(_) => Outcome::Answered,
-            Action::Drop(_) | Action::Hold(_) => Outcome::Dropped,
-        };
-        state.seen.lock().unwrap().push(Seen {
-            at: Instant::now(),
-            addr: ip,
-            conn,
-            index_on_conn: index,
-            method: req.method.clone(),
-            path: req.path.clone(),
-            outcome,
-        });
-
-        match action {
+        match decide(&state, ip, conn, index, &req.method, &req.path) {
             Action::Drop(delay) => {
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
@@ -450,84 +493,12 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
                 }
-                let body = format!("{ip}\n");
-                // A path under /503/ is answered 503 (Service Unavailable),
-                // what `proxy_next_upstream http_503` retries.
-                let status = if req.path.starts_with(UNAVAILABLE_PATH) {
-                    "503 Service Unavailable"
-                } else {
-                    "200 OK"
-                };
-                let head = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
-                     X-Backend: {ip}\r\n{}\r\n",
-                    body.len(),
-                    if req.close {
-                        "Connection: close\r\n"
-                    } else {
-                        ""
-                    }
-                );
-                let mut out = head.into_bytes();
-                out.extend_from_slice(body.as_bytes());
+                let body = state.wire.body(ip);
+                let out = wire::answer(state.wire, &req, status_for(&req.path).1, &body, ip);
                 if stream.write_all(&out).await.is_err() || req.close {
                     return;
                 }
             }
         }
     }
-}
-
-/// Reads one request (head and a Content-Length body). `None` on EOF or a
-/// malformed request.
-async fn read_request<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut Vec<u8>) -> Option<Request> {
-    let head_end = loop {
-        if let Some(pos) = find(buf, b"\r\n\r\n") {
-            break pos + 4;
-        }
-        let mut chunk = [0u8; 4096];
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next()?.split(' ');
-    let method = first.next()?.to_string();
-    let path = first.next()?.to_string();
-    let version = first.next().unwrap_or("HTTP/1.0");
-    let mut length = 0usize;
-    let mut close = version == "HTTP/1.0";
-    for line in lines {
-        let Some((k, v)) = line.split_once(':') else {
-            continue;
-        };
-        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase());
-        match k.as_str() {
-            "content-length" => length = v.parse().ok()?,
-            "connection" if v == "close" => close = true,
-            "connection" if v == "keep-alive" => close = false,
-            _ => {}
-        }
-    }
-    while buf.len() < head_end + length {
-        let mut chunk = [0u8; 4096];
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    buf.drain(..head_end + length);
-    Some(Request {
-        method,
-        path,
-        close,
-    })
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use generation_retry_t::actors::backend::{ADDR_A, ADDR_B, ADDR_C};
+use generation_retry_t::actors::backend::{Wire, ADDR_A, ADDR_B, ADDR_C};
 use generation_retry_t::actors::dns::Answer;
 use generation_retry_t::memcheck::patience;
 use generation_retry_t::nginx::Flavor;
@@ -63,6 +63,7 @@ fn rows(balancer: &'static str, fix: Fix) -> Vec<Row> {
         },
         stream: String::new(),
         valid: 1,
+        wire: Wire::Http,
     };
     let with_keepalive = format!("{WEIGHTED}\n        keepalive 16;");
     let row = |name: &str, spec: Spec| Row {

@@ -95,7 +95,7 @@ impl Lab {
         );
         assert_eq!(
             race.response.body,
-            format!("{}\n", race.new),
+            self.backend.body(race.new),
             "{}",
             race.path
         );

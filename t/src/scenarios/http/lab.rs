@@ -57,13 +57,14 @@ impl Lab {
             ready,
             stream,
             valid,
+            wire,
         } = spec;
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
         let backend = if tls {
             Backend::start_tls().await
         } else {
-            Backend::start().await
+            Backend::start_wire(wire).await
         };
         let (scheme, location_extra) = if tls {
             (
@@ -97,6 +98,7 @@ impl Lab {
             .var("UPSTREAM_EXTRA", extra)
             .var("HTTP_EXTRA", http_extra)
             .var("LOCATION_EXTRA", location_extra)
+            .var("PASS", wire.pass())
             .var("SCHEME", scheme)
             .var("SERVER_EXTRA", "");
         let since = Instant::now();
@@ -156,7 +158,7 @@ impl Lab {
     /// 10 s, six times that under memcheck.
     pub async fn wait_proxying_to(&self, ip: Ipv4Addr, tag: &str) {
         let deadline = Instant::now() + patience(Duration::from_secs(10));
-        let want = format!("{ip}\n");
+        let want = self.backend.body(ip);
         for k in 0.. {
             let client = if self.keepalive {
                 // Through the main client: it warms nginx's keepalive cache

@@ -12,6 +12,7 @@ use crate::actors::dns::Answer;
 use crate::actors::load::{open_loop, Client, Response, Sent};
 use crate::memcheck::patience;
 use crate::scoring::accesslog::Entry;
+use reqwest::Method;
 impl Lab {
     /// The deterministic race, once:
     ///
@@ -34,7 +35,13 @@ impl Lab {
         i: usize,
         before_release: impl FnOnce(&Backend),
     ) -> Race {
-        self.race(i, false, before_release).await
+        self.race(i, false, Method::GET, before_release).await
+    }
+
+    /// [`Lab::race_once`] with a request of `method` (a POST carries a
+    /// small body): what nginx would not resend, the fix must not either.
+    pub async fn race_method(&mut self, i: usize, method: Method) -> Race {
+        self.race(i, false, method, |_| {}).await
     }
 
     /// [`Lab::race_once`], but the re-resolve answers NXDOMAIN: the list is
@@ -43,13 +50,14 @@ impl Lab {
     /// endpoint, which says when nginx applied the empty list. `Race::new`
     /// is `0.0.0.0`.
     pub async fn race_to_nxdomain(&mut self, i: usize) -> Race {
-        self.race(i, true, |_| {}).await
+        self.race(i, true, Method::GET, |_| {}).await
     }
 
     async fn race(
         &mut self,
         i: usize,
         nxdomain: bool,
+        method: Method,
         before_release: impl FnOnce(&Backend),
     ) -> Race {
         let old = self.current;
@@ -70,7 +78,8 @@ impl Lab {
         let client = self.client.clone();
         let request = {
             let path = path.clone();
-            tokio::spawn(async move { client.get(&path).await })
+            let body = (method == Method::POST).then(|| b"raced=1".to_vec());
+            tokio::spawn(async move { client.request(method, &path, body).await })
         };
         let held = hold
             .caught(patience(Duration::from_secs(10)))

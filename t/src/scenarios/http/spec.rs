@@ -1,12 +1,15 @@
 //! What a scenario starts: the configuration template ([`PROXY_HTTP`]),
 //! its `upstream` lines, and the [`Spec`] that fills them in.
 
+use crate::actors::backend::Wire;
 use crate::nginx::Flavor;
 use crate::shared::KEEPALIVE_LOCATION;
 /// The name the GSLB answers for.
 pub const NAME: &str = "app.test";
 
-/// nginx proxying `/` to `upstream be` ([`UPSTREAM`]), whose peers
+/// nginx passing `/` to `upstream be` ([`UPSTREAM`]) with `${PASS}` (the
+/// protocol's lines, [`Wire::pass`]: `proxy_pass ${SCHEME}://${UPSTREAM};`
+/// for HTTP), whose peers
 /// re-resolve through the harness DNS, and serving the module's status on
 /// `/status` (`return 404` without the module). Every `${NAME}` is filled
 /// by [`Lab::start_spec`] (`${UPSTREAM}` by [`Config`] itself).
@@ -27,7 +30,7 @@ pub const PROXY_HTTP: &str = r#"
     server {
         listen 127.0.0.1:${PORT};
         location / {
-            proxy_pass ${SCHEME}://${UPSTREAM};
+            ${PASS}
             ${LOCATION_EXTRA}
         }
         location = /status {
@@ -106,6 +109,8 @@ pub struct Spec {
     /// within a second; a cost measurement takes more, so that no
     /// re-resolve runs while it counts.
     pub valid: u32,
+    /// The protocol between nginx and the backend.
+    pub wire: Wire,
 }
 
 /// How a lab knows nginx holds the name's address.
@@ -159,7 +164,25 @@ impl Spec {
             ready: Ready::Proxying,
             stream: String::new(),
             valid: 1,
+            wire: Wire::Http,
         }
+    }
+
+    /// The race's setting for `wire`: [`Spec::single_peer`] with the
+    /// protocol's keepalive lines where nginx keeps its connections alive,
+    /// [`Spec::two_peers`] where it does not (uwsgi, SCGI: a failed first
+    /// attempt is then a try, and the second peer gives the retry).
+    pub fn wire(flavor: Flavor, wire: Wire, extra: &str) -> Spec {
+        let mut spec = if wire.keepalive() {
+            Spec {
+                location_extra: wire.keepalive_location().into(),
+                ..Spec::single_peer(flavor, "", extra)
+            }
+        } else {
+            Spec::two_peers(flavor, "", extra)
+        };
+        spec.wire = wire;
+        spec
     }
 
     pub fn two_peers(flavor: Flavor, pre: &str, extra: &str) -> Spec {
@@ -177,6 +200,7 @@ impl Spec {
             ready: Ready::Proxying,
             stream: String::new(),
             valid: 1,
+            wire: Wire::Http,
         }
     }
 }

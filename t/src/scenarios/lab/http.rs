@@ -12,7 +12,7 @@ use super::{
     module_status, open_loop, summarise, Arm, ArmResult, Arrivals, Baseline, Logs, Observed,
     Options, Outcome, Posts,
 };
-use crate::actors::backend::{Backend, ADDR_A, ADDR_B};
+use crate::actors::backend::{Backend, Wire, ADDR_A, ADDR_B};
 use crate::actors::dns::DnsServer;
 use crate::actors::load::{Client, Response};
 use crate::nginx::{Config, Nginx};
@@ -125,6 +125,7 @@ fn config(arm: Arm, opts: &Options, dns: &DnsServer, backend: &Backend) -> Confi
         .var("HTTP_EXTRA", "")
         .var("LOCATION_EXTRA", location)
         .var("SCHEME", "http")
+        .var("PASS", Wire::Http.pass())
         .var("STATUS", status_handler(arm.resnapshot().is_some()))
 }
 
