@@ -7,7 +7,8 @@
 //! Faults it can inject, as real backends and L4 boxes do:
 //! - hold the next request that arrives on a reused connection, then close
 //!   that connection without answering, when the test says so ([`Hold`]);
-//! - keepalive reclaim: close a reused connection without answering, with
+//! - keepalive reclaim: close a reused connection without answering (any
+//!   connection, for a protocol nginx does not keep alive), with
 //!   probability `p` per request on it (seeded, so runs repeat);
 //! - an idle timeout (close connections idle longer than it);
 //! - a response delay.
@@ -212,7 +213,9 @@ impl Backend {
     }
 
     /// Closes a reused connection without answering with probability `p`
-    /// per request on it; `seed` makes the choices repeatable.
+    /// per request on it (any connection, for a [`Wire`] nginx does not
+    /// keep alive: its failed attempts are first requests); `seed` makes
+    /// the choices repeatable.
     pub fn set_reclaim(&self, p: f64, seed: u64) {
         self.set_reclaim_after(p, seed, Duration::ZERO);
     }
@@ -421,7 +424,10 @@ fn decide(state: &State, ip: Ipv4Addr, conn: u64, index: u64, method: &str, path
         } else if f.fail_next > 0 {
             f.fail_next -= 1;
             Action::Drop(Duration::ZERO)
-        } else if index > 0 && f.reclaim_p > 0.0 && f.rng.chance(f.reclaim_p) {
+        } else if (index > 0 || !state.wire.keepalive())
+            && f.reclaim_p > 0.0
+            && f.rng.chance(f.reclaim_p)
+        {
             let delay = f.reclaim_delay_max.mul_f64(f.rng.unit());
             Action::Drop(delay)
         } else {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::actors::backend::{Backend, ADDR_A, ADDR_B};
+use crate::actors::backend::{Backend, Wire, ADDR_A, ADDR_B, ADDR_C};
 use crate::actors::dns::{Answer, DnsServer};
 use crate::actors::load::Client;
 use crate::nginx::{Config, Flavor, Nginx};
@@ -26,7 +26,7 @@ use crate::scenarios::lab::epoch_now;
 use crate::scoring::accesslog::{tally, Entry};
 use crate::scoring::errorlog;
 use crate::scoring::metrics::{log, Counter, StatusExt};
-use crate::shared::{status_handler, KEEPALIVE_LOCATION};
+use crate::shared::status_handler;
 
 /// What a churn run does.
 #[derive(Clone, Debug)]
@@ -48,6 +48,8 @@ pub struct Options {
     /// A reclaimed request fails after a delay drawn in [0, this].
     pub reclaim_delay: Duration,
     pub seed: u64,
+    /// The protocol nginx speaks to the backend.
+    pub wire: Wire,
 }
 
 impl Default for Options {
@@ -61,6 +63,7 @@ impl Default for Options {
             reclaim: 0.05,
             reclaim_delay: Duration::from_millis(100),
             seed: 1656,
+            wire: Wire::Http,
         }
     }
 }
@@ -99,6 +102,7 @@ impl Variant {
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub variant: Variant,
+    pub wire: Wire,
     pub upstreams: usize,
     pub requests: usize,
     /// Wall time of the load.
@@ -132,7 +136,8 @@ impl Outcome {
     /// The run's row as JSON.
     pub fn json(&self) -> Value {
         json!({
-            "variant": self.variant.name(), "upstreams": self.upstreams,
+            "variant": self.variant.name(), "protocol": self.wire.prefix(),
+            "upstreams": self.upstreams,
             "requests": self.requests, "seconds": self.seconds, "rps": self.rps,
             "p50_ms": self.p50_ms, "p99_ms": self.p99_ms, "not_ok": self.not_ok, "logged": self.logged,
             "two_hop_502": self.two_hop_502, "one_hop_502": self.one_hop_502,
@@ -147,7 +152,12 @@ impl Outcome {
     /// failure is a sentence naming the run.
     pub fn violations(&self) -> Vec<String> {
         let mut v = Vec::new();
-        let what = format!("{} with {} upstreams", self.variant.name(), self.upstreams);
+        let what = format!(
+            "{} with {} upstreams ({})",
+            self.variant.name(),
+            self.upstreams,
+            self.wire.prefix()
+        );
         if self.logged != self.requests {
             v.push(format!(
                 "{what}: {} access log lines for {} requests: the 502 counts are incomplete",
@@ -186,7 +196,11 @@ pub(crate) fn name(k: usize) -> String {
 }
 
 /// The `http {}` inside: one upstream and one location per name, all
-/// through one resolver.
+/// through one resolver, passing requests with `o.wire`'s directive. A
+/// protocol nginx keeps alive has the name alone and keepalive; one it
+/// does not (uwsgi, SCGI) has a static peer beside the name, the second
+/// try of a failed first attempt, and neither is ever marked failed (a
+/// failed name would leave the race to the static peer alone).
 pub(crate) fn http_config(v: Variant, o: &Options, dns: &DnsServer, backend: &Backend) -> String {
     let mut http = format!(
         "    resolver {} valid={}s ipv6=off;\n    resolver_timeout 3s;\n",
@@ -196,17 +210,30 @@ pub(crate) fn http_config(v: Variant, o: &Options, dns: &DnsServer, backend: &Ba
     if v == Variant::On {
         http.push_str("    generation_retry_resnapshot on;\n");
     }
+    let port = backend.port();
     for k in 0..o.upstreams {
+        let servers = if o.wire.keepalive() {
+            format!("server {}:{port} resolve; keepalive 16;", name(k))
+        } else {
+            format!(
+                "server {}:{port} resolve max_fails=0; server {ADDR_C}:{port} max_fails=0;",
+                name(k)
+            )
+        };
         http.push_str(&format!(
-            "    upstream u{k} {{ zone u{k} 64k; server {}:{} resolve; keepalive 16; }}\n",
-            name(k),
-            backend.port()
+            "    upstream u{k} {{ zone u{k} 64k; {servers} }}\n"
         ));
     }
     http.push_str("    server {\n        listen 127.0.0.1:${PORT};\n");
     for k in 0..o.upstreams {
+        let pass = o
+            .wire
+            .pass()
+            .replace("${SCHEME}", "http")
+            .replace("${UPSTREAM}", &format!("u{k}"));
         http.push_str(&format!(
-            "        location /u{k}/ {{ proxy_pass http://u{k}; {KEEPALIVE_LOCATION} }}\n"
+            "        location /u{k}/ {{ {pass} {} }}\n",
+            o.wire.keepalive_location()
         ));
     }
     http.push_str(&format!(
@@ -273,7 +300,7 @@ pub async fn run(v: Variant, o: &Options) -> Outcome {
     for k in 0..o.upstreams {
         dns.set_a(&name(k), ADDR_A);
     }
-    let backend = Backend::start().await;
+    let backend = Backend::start_wire(o.wire).await;
     let config = Config::new(v.flavor(), http_config(v, o, &dns, &backend)).workers(o.workers);
     let nginx = Nginx::start(&config);
     let client = Client::new(nginx.url(""));
@@ -360,6 +387,7 @@ pub async fn run(v: Variant, o: &Options) -> Outcome {
     let since = |k: usize| Some(after?[k].saturating_sub(before?[k]));
     Outcome {
         variant: v,
+        wire: o.wire,
         upstreams: o.upstreams,
         requests: seen.len(),
         seconds,
@@ -386,6 +414,7 @@ mod tests {
     fn outcome(v: Variant) -> Outcome {
         Outcome {
             variant: v,
+            wire: Wire::Http,
             upstreams: 40,
             requests: 10,
             seconds: 1.0,

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use generation_retry_t::actors::backend::Wire;
 use generation_retry_t::scenarios::churn;
 
 pub struct Args {
@@ -20,6 +21,9 @@ pub struct Args {
 
 pub struct ChurnArgs {
     pub upstreams: Vec<usize>,
+    /// `--protocols`: the protocols to run it through (HTTP alone unless
+    /// given; `all` is every one nginx's http upstream speaks).
+    pub wires: Vec<Wire>,
     pub opts: churn::Options,
 }
 
@@ -36,6 +40,7 @@ pub fn parse_args() -> Result<Args, String> {
     };
     let mut churn_on = false;
     let mut upstreams = vec![40, 1000];
+    let mut wires = vec![Wire::Http];
     let mut c = churn::Options::default();
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -66,6 +71,7 @@ pub fn parse_args() -> Result<Args, String> {
                     .map(|n| int(n.trim().to_string(), "--upstreams").map(|n| n.max(1)))
                     .collect::<Result<_, _>>()?
             }
+            "--protocols" => wires = parse_wires(&value("--protocols")?)?,
             "--requests" => c.requests = int(value("--requests")?, "--requests")?.max(1),
             "--workers" => c.workers = int(value("--workers")?, "--workers")?.max(1) as u32,
             "--reclaim" => {
@@ -81,7 +87,8 @@ pub fn parse_args() -> Result<Args, String> {
                     "cargo xtask bench [--rounds N] [--duration S] [--rate RPS] \
                             [--connections C] [--races N] [--callgrind-requests N] [--out DIR]\n\
                      cargo xtask bench --churn [--upstreams N,M] [--requests N] [--rounds N] \
-                            [--connections C] [--workers W] [--reclaim P] [--out DIR]"
+                            [--connections C] [--workers W] [--reclaim P] [--out DIR]\n\
+                            [--protocols all|proxy,fastcgi,uwsgi,scgi,memcached,grpc]"
                         .into(),
                 )
             }
@@ -95,7 +102,33 @@ pub fn parse_args() -> Result<Args, String> {
         if !given("--rounds") {
             a.rounds = 3;
         }
-        a.churn = Some(ChurnArgs { upstreams, opts: c });
+        a.churn = Some(ChurnArgs {
+            upstreams,
+            wires,
+            opts: c,
+        });
     }
     Ok(a)
+}
+
+/// `all`, or protocols by their directive's prefix (`proxy`, `fastcgi`,
+/// ...), comma-separated.
+fn parse_wires(v: &str) -> Result<Vec<Wire>, String> {
+    if v == "all" {
+        return Ok(Wire::ALL.to_vec());
+    }
+    v.split(',')
+        .map(|name| {
+            Wire::ALL
+                .into_iter()
+                .find(|w| w.prefix() == name.trim())
+                .ok_or_else(|| {
+                    let known: Vec<&str> = Wire::ALL.iter().map(|w| w.prefix()).collect();
+                    format!(
+                        "--protocols: unknown `{name}`; expected all or {}",
+                        known.join(",")
+                    )
+                })
+        })
+        .collect()
 }

@@ -29,10 +29,11 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
     }
     eprintln!(
         "bench --churn: nginx {major}.{minor}.{patch}, {} rounds of {} requests over {:?} \
-         upstreams, {} clients, {} workers, reclaim {} (delay up to {:?}), names moved every {} s",
+         upstreams through {:?}, {} clients, {} workers, reclaim {} (delay up to {:?}), names moved every {} s",
         a.rounds,
         c.opts.requests,
         c.upstreams,
+        c.wires,
         c.opts.connections,
         c.opts.workers,
         c.opts.reclaim,
@@ -43,13 +44,19 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
     let mut runs = Vec::new();
     let mut failures = Vec::new();
     let mut table = vec![format!(
-        "{:<10} {:>9} {:>9} {:>9} {:>6} {:>8} {:>6} {:>8} {:>6} {:>6} {:>6} {:>7} {:>6} {:>7} {:>7}",
-        "variant", "upstreams", "requests", "req/s", "ratio", "p50 ms", "ratio", "p99 ms",
+        "{:<9} {:<10} {:>9} {:>9} {:>9} {:>6} {:>8} {:>6} {:>8} {:>6} {:>6} {:>6} {:>7} {:>6} {:>7} {:>7}",
+        "protocol", "variant", "upstreams", "requests", "req/s", "ratio", "p50 ms", "ratio", "p99 ms",
         "ratio", "2-hop", "1-hop", "retried", "swaps", "busy", "rescued"
     )];
-    for &n in &c.upstreams {
+    let runs_of = c
+        .wires
+        .iter()
+        .flat_map(|w| c.upstreams.iter().map(move |n| (*w, *n)));
+    for (wire, n) in runs_of {
+        let p = wire.prefix();
         let opts = churn::Options {
             upstreams: n,
+            wire,
             ..c.opts.clone()
         };
         let mut got: Vec<Vec<churn::Outcome>> = variants.iter().map(|_| Vec::new()).collect();
@@ -58,7 +65,7 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
                 let idx = (round + k) % variants.len();
                 let o = churn::run(variants[idx], &opts).await;
                 eprintln!(
-                    "round {}/{} {:<10} {n:>5} upstreams {:>7.0} req/s  p50 {:.3} ms  \
+                    "round {}/{} {p:<9} {:<10} {n:>5} upstreams {:>7.0} req/s  p50 {:.3} ms  \
                      p99 {:.3} ms  2-hop {}  1-hop {}  busy {:?}  rescued {:?}",
                     round + 1,
                     a.rounds,
@@ -93,7 +100,7 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
         );
         if sum(base, |o| o.two_hop_502 + o.one_hop_502) == 0 {
             failures.push(format!(
-                "stock with {n} upstreams met no generation 502: the run shows nothing; \
+                "stock with {n} upstreams ({p}) met no generation 502: the run shows nothing; \
                  give it more --requests or a higher --reclaim"
             ));
         }
@@ -101,7 +108,7 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
         if let Some(on) = variants.iter().position(|v| *v == churn::Variant::On) {
             if got[on].iter().filter_map(|o| o.busy).sum::<u64>() == 0 {
                 failures.push(format!(
-                    "module-on with {n} upstreams counted no refusal: it met no race"
+                    "module-on with {n} upstreams ({p}) counted no refusal: it met no race"
                 ));
             }
         }
@@ -118,7 +125,7 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
             let count = |x: Option<u64>| x.map_or("-".to_string(), |x| x.to_string());
             let (two_hop, one_hop) = (sum(os, |o| o.two_hop_502), sum(os, |o| o.one_hop_502));
             table.push(format!(
-                "{:<10} {:>9} {:>9} {:>9.0} {:>6.3} {:>8.3} {:>6.3} {:>8.3} {:>6.3} {:>6} {:>6} {:>7} {:>6} {:>7} {:>7}",
+                "{p:<9} {:<10} {:>9} {:>9} {:>9.0} {:>6.3} {:>8.3} {:>6.3} {:>8.3} {:>6.3} {:>6} {:>6} {:>7} {:>6} {:>7} {:>7}",
                 v.name(),
                 n,
                 sum(os, |o| o.requests),
@@ -136,7 +143,7 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
                 count(rescued),
             ));
             rows.push(json!({
-                "variant": v.name(), "upstreams": n, "rounds": os.len(),
+                "protocol": p, "variant": v.name(), "upstreams": n, "rounds": os.len(),
                 "requests": sum(os, |o| o.requests),
                 "rps_median": rps, "rps_ratio": rps / rps0,
                 "p50_ms_median": p50, "p50_ratio": p50 / p500,
