@@ -22,7 +22,7 @@ use generation_retry_t::actors::backend::{Wire, ADDR_C};
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Race, Spec};
 use generation_retry_t::scoring::accesslog::Hop;
-use generation_retry_t::scoring::errorlog::NO_LIVE;
+use generation_retry_t::scoring::errorlog::{GRPC_STALE_STREAM, NO_LIVE};
 use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 use reqwest::Method;
@@ -213,6 +213,31 @@ macro_rules! protocol {
             }
         }
     };
+}
+
+/// nginx's own gRPC defect (1.28 to 1.31.x; `errorlog::GRPC_STALE_STREAM`):
+/// a request whose attempt on a cached connection failed is retried on a
+/// fresh connection with the cached one's stream id, which the backend
+/// answers and nginx refuses, a 502, without any DNS change. The race rows
+/// above warm a connection to the new address before the retry, so their
+/// retry reuses it; a rescue that opens a fresh connection meets this
+/// defect as any gRPC retry does. This fails once nginx is fixed.
+///
+/// Non-regression guard: stock nginx, without the module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stock_grpc_retry_on_a_fresh_connection_reuses_a_stale_stream_id() {
+    let mut lab = Lab::start_spec(Spec::wire(Flavor::stock(), Wire::Grpc, "")).await;
+    let (response, _) = lab.retry_without_flip(0).await;
+    assert_eq!(response.status(), 502, "{response:?}");
+    let entry = lab.access_entry("/plain/0").await;
+    let addr = lab.upstream_addr(lab.current);
+    assert_eq!(entry.upstream_addr(), format!("{addr}, {addr}"));
+    let lines = lab.request_errors("/plain/0");
+    assert!(
+        lines.iter().any(|l| l.contains(GRPC_STALE_STREAM)),
+        "{lines:#?}"
+    );
+    lab.finish();
 }
 
 protocol!(fastcgi, Wire::FastCgi);

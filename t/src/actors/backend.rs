@@ -110,6 +110,9 @@ struct Faults {
     idle_timeout: Option<Duration>,
     hold: Option<(oneshot::Sender<Held>, bool)>,
     fail_next: u32,
+    /// Paths reclaimed on a protocol nginx does not keep alive: their
+    /// retry is answered, as a reused connection's retry on a fresh one is.
+    reclaimed: std::collections::HashSet<String>,
 }
 
 struct State {
@@ -214,8 +217,9 @@ impl Backend {
 
     /// Closes a reused connection without answering with probability `p`
     /// per request on it (any connection, for a [`Wire`] nginx does not
-    /// keep alive: its failed attempts are first requests); `seed` makes
-    /// the choices repeatable.
+    /// keep alive: its failed attempts are first requests, and a path
+    /// reclaimed once is answered when retried); `seed` makes the choices
+    /// repeatable.
     pub fn set_reclaim(&self, p: f64, seed: u64) {
         self.set_reclaim_after(p, seed, Duration::ZERO);
     }
@@ -424,10 +428,13 @@ fn decide(state: &State, ip: Ipv4Addr, conn: u64, index: u64, method: &str, path
         } else if f.fail_next > 0 {
             f.fail_next -= 1;
             Action::Drop(Duration::ZERO)
-        } else if (index > 0 || !state.wire.keepalive())
+        } else if (index > 0 || !state.wire.keepalive() && !f.reclaimed.contains(path))
             && f.reclaim_p > 0.0
             && f.rng.chance(f.reclaim_p)
         {
+            if !state.wire.keepalive() {
+                f.reclaimed.insert(path.to_string());
+            }
             let delay = f.reclaim_delay_max.mul_f64(f.rng.unit());
             Action::Drop(delay)
         } else {

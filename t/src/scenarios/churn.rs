@@ -118,6 +118,9 @@ pub struct Outcome {
     /// access log's `ADDR, NAME` shape) and at the first selection.
     pub two_hop_502: usize,
     pub one_hop_502: usize,
+    /// gRPC's requests that nginx's own gRPC defect failed
+    /// ([`errorlog::GRPC_STALE_STREAM`]), not the race: every variant has them.
+    pub grpc_stale_502: usize,
     /// Attempts nginx logged as failed (`... while reading response header
     /// from upstream`): how often it had to retry.
     pub attempt_failures: usize,
@@ -141,6 +144,7 @@ impl Outcome {
             "requests": self.requests, "seconds": self.seconds, "rps": self.rps,
             "p50_ms": self.p50_ms, "p99_ms": self.p99_ms, "not_ok": self.not_ok, "logged": self.logged,
             "two_hop_502": self.two_hop_502, "one_hop_502": self.one_hop_502,
+            "grpc_stale_502": self.grpc_stale_502,
             "attempt_failures": self.attempt_failures, "swaps": self.swaps,
             "busy": self.busy, "rescued": self.rescued, "failed": self.failed,
             "rescue_lines": self.rescue_lines,
@@ -164,7 +168,8 @@ impl Outcome {
                 self.logged, self.requests
             ));
         }
-        let other = self.not_ok - self.not_ok.min(self.two_hop_502 + self.one_hop_502);
+        let known = self.two_hop_502 + self.one_hop_502 + self.grpc_stale_502;
+        let other = self.not_ok - self.not_ok.min(known);
         if other > 0 {
             v.push(format!(
                 "{what}: {other} answers were neither 200 nor a generation 502 (the load or the \
@@ -351,6 +356,10 @@ pub async fn run(v: Variant, o: &Options) -> Outcome {
         .iter()
         .filter(|l| l.level == "error" && errorlog::is_upstream_attempt_failure(l.message))
         .count();
+    let grpc_stale_502 = lines
+        .iter()
+        .filter(|l| l.message.starts_with(errorlog::GRPC_STALE_STREAM))
+        .count();
     let rescue_lines = match v {
         Variant::Stock => 0,
         Variant::On => load_log.lines().filter(|l| log::is_rescue_line(l)).count(),
@@ -398,6 +407,7 @@ pub async fn run(v: Variant, o: &Options) -> Outcome {
         logged: entries.len(),
         two_hop_502: t.two_hop_502,
         one_hop_502: t.one_hop_502,
+        grpc_stale_502,
         attempt_failures,
         swaps,
         busy: since(0),
@@ -425,6 +435,7 @@ mod tests {
             logged: 10,
             two_hop_502: 0,
             one_hop_502: 0,
+            grpc_stale_502: 0,
             attempt_failures: 3,
             swaps: 2,
             busy: Some(2),

@@ -87,6 +87,14 @@ pub fn is_upstream_attempt_failure(message: &str) -> bool {
 }
 pub const NO_LIVE: &str = "no live upstreams";
 
+/// nginx's gRPC proxy (1.28 to 1.31.x), on an attempt after one on a
+/// cached connection: the request's frames were rewritten in place for that
+/// connection's stream id (3, 5, ...), and a fresh connection's attempt
+/// (stream 1) sends them unrewritten; the backend answers on the stale id
+/// and nginx fails the request (`invalid_header`, a 502). Its own defect,
+/// with the module or without (tests/protocols.rs proves it on stock).
+pub const GRPC_STALE_STREAM: &str = "upstream sent frame for unknown stream";
+
 /// For the request whose error lines mention `request_marker` (its URI):
 /// the connection id if its lines are, in order, `upstream prematurely
 /// closed connection` then `no live upstreams`.

@@ -25,6 +25,22 @@ use crate::workspace::Result;
 /// timing under load.
 pub const ALONE: &[&str] = &["statistical", "diagnose_mixed"];
 
+/// Binaries whose tests mostly wait, each test with its own nginx, DNS
+/// server and backend (resolver timers, held requests), and how many of
+/// their tests run at once: more than libtest's one per core. `protocols`
+/// takes 16 s this way on two cores, 57 s at two at once.
+pub const WAITING: &[(&str, usize)] = &[("protocols", 6)];
+
+/// The `--test-threads` a binary named `name` gets, unless `test_args`
+/// already say.
+fn test_threads(name: &str, test_args: &[String]) -> Option<String> {
+    if test_args.iter().any(|a| a.starts_with("--test-threads")) {
+        return None;
+    }
+    let (_, n) = WAITING.iter().find(|(w, _)| *w == name)?;
+    Some(format!("--test-threads={n}"))
+}
+
 /// How many binaries run at once: `GENERATION_RETRY_TEST_JOBS`, else 2
 /// (CI's machine has two cores; `1` runs them one by one, as cargo does).
 pub fn jobs() -> Result<usize> {
@@ -123,6 +139,7 @@ pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
     let run_one = |b: &Binary| {
         let mut c = Command::new(&b.exe);
         c.args(test_args).current_dir(&b.dir);
+        c.args(test_threads(&b.name, test_args));
         copy_env(cmd, &mut c);
         let (ok, text) = run_captured(&mut c);
         // One binary's output at a time, whole.
@@ -264,5 +281,16 @@ mod tests {
         slowest_first(&mut bins);
         let order: Vec<&str> = bins.iter().map(|b| b.name.as_str()).collect();
         assert_eq!(order, ["never_ran_here", "slow", "quick"]);
+    }
+
+    #[test]
+    fn waiting_binaries_run_more_tests_at_once_unless_told() {
+        assert_eq!(
+            test_threads("protocols", &[]),
+            Some("--test-threads=6".to_string())
+        );
+        assert_eq!(test_threads("race", &[]), None);
+        let told = ["--test-threads=1".to_string()];
+        assert_eq!(test_threads("protocols", &told), None);
     }
 }

@@ -25,57 +25,38 @@ pub(super) async fn serve(stream: TcpStream, ip: Ipv4Addr, conn: u64, state: Arc
     let Ok(mut h2) = h2::server::handshake(stream).await else {
         return;
     };
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
-    // Answered streams' handles, kept until the connection ends: h2 may
-    // write a frame for a stream whose handles it sees dropped (a reset),
-    // and nginx, already on its next request on the connection, fails
-    // that request for a frame of an unknown stream.
-    let mut answered = Vec::new();
+    let (close_tx, mut close_rx) = mpsc::unbounded_channel::<Respond>();
     for index in 0u64.. {
         // Accepting drives the connection: the spawned handlers' frames
         // move while this waits for the next stream.
         let next = tokio::select! {
             next = h2.accept() => next,
-            Some(done) = done_rx.recv() => match done {
-                Done::Answered(handles) => {
-                    answered.push(handles);
-                    continue;
-                }
-                Done::Close(respond) => {
-                    // The connection goes first: the stream's handle,
-                    // dropped while the connection lived, would send
-                    // RST_STREAM (CANCEL), which nginx takes for a rejected
-                    // request (an invalid header, not retried), not for a
-                    // dead backend.
-                    drop(h2);
-                    drop(respond);
-                    return;
-                }
-            },
+            Some(respond) = close_rx.recv() => {
+                // The connection goes first: the stream's handle, dropped
+                // while the connection lived, would send RST_STREAM
+                // (CANCEL), which nginx takes for a rejected request (an
+                // invalid header, not retried), not for a dead backend.
+                drop(h2);
+                drop(respond);
+                return;
+            }
         };
         let Some(Ok((request, respond))) = next else {
             return;
         };
         let state = state.clone();
-        let done = done_tx.clone();
+        let close = close_tx.clone();
         tokio::spawn(async move {
-            let _ = done.send(handle(request, respond, ip, conn, index, &state).await);
+            if let Some(respond) = handle(request, respond, ip, conn, index, &state).await {
+                let _ = close.send(respond);
+            }
         });
     }
 }
 
 type Respond = h2::server::SendResponse<Bytes>;
 
-/// How a request ended.
-enum Done {
-    /// Answered: its stream's handles, to drop with the connection.
-    Answered(Box<dyn Send>),
-    /// Not answered (dropped, or held and released): the connection is to
-    /// be closed; its stream's handle.
-    Close(Respond),
-}
-
-/// One request.
+/// One request: its unanswered stream when the connection is to be closed.
 async fn handle(
     request: http::Request<h2::RecvStream>,
     mut respond: Respond,
@@ -83,13 +64,13 @@ async fn handle(
     conn: u64,
     index: u64,
     state: &State,
-) -> Done {
+) -> Option<Respond> {
     let method = request.method().to_string();
     let path = request.uri().path().to_string();
     let mut body = request.into_body();
     while let Some(chunk) = body.data().await {
         let Ok(chunk) = chunk else {
-            return Done::Close(respond);
+            return Some(respond);
         };
         let _ = body.flow_control().release_capacity(chunk.len());
     }
@@ -101,11 +82,11 @@ async fn handle(
     match decide(state, ip, conn, index, &method, &path) {
         Action::Drop(delay) => {
             pause(delay).await;
-            Done::Close(respond)
+            Some(respond)
         }
         Action::Hold(release) => {
             let _ = release.await;
-            Done::Close(respond)
+            Some(respond)
         }
         Action::Answer(delay) => {
             pause(delay).await;
@@ -116,7 +97,7 @@ async fn handle(
                 .body(())
                 .expect("a valid response head");
             let Ok(mut send) = respond.send_response(response, false) else {
-                return Done::Close(respond); // the connection is gone
+                return None; // the connection is gone
             };
             let message = grpc_message(format!("{ip}\n").as_bytes());
             let mut trailers = http::HeaderMap::new();
@@ -124,7 +105,7 @@ async fn handle(
             let _ = send
                 .send_data(Bytes::from(message), false)
                 .and_then(|()| send.send_trailers(trailers));
-            Done::Answered(Box::new((respond, send, body)))
+            None
         }
     }
 }

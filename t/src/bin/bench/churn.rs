@@ -66,7 +66,8 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
                 let o = churn::run(variants[idx], &opts).await;
                 eprintln!(
                     "round {}/{} {p:<9} {:<10} {n:>5} upstreams {:>7.0} req/s  p50 {:.3} ms  \
-                     p99 {:.3} ms  2-hop {}  1-hop {}  busy {:?}  rescued {:?}",
+                     p99 {:.3} ms  2-hop {}  1-hop {}  busy {:?}  rescued {:?}  \
+                     grpc stale-id 502 {}",
                     round + 1,
                     a.rounds,
                     o.variant.name(),
@@ -76,7 +77,8 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
                     o.two_hop_502,
                     o.one_hop_502,
                     o.busy,
-                    o.rescued
+                    o.rescued,
+                    o.grpc_stale_502
                 );
                 failures.extend(o.violations());
                 runs.push(o.json());
@@ -149,6 +151,7 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
                 "p50_ms_median": p50, "p50_ratio": p50 / p500,
                 "p99_ms_median": p99, "p99_ratio": p99 / p990,
                 "two_hop_502": two_hop, "one_hop_502": one_hop,
+                "grpc_stale_502": sum(os, |o| o.grpc_stale_502),
                 "busy": busy, "rescued": rescued,
             }));
         }
