@@ -154,6 +154,8 @@ pub fn test_made(inputs: &Inputs, made: Result<Made>, build_s: f64, extra: &[Str
         "--skip",
         "memcheck",
     ])
+    // protocols.rs's UDP tests need the stream module.
+    .args(if made.stream { &[][..] } else { &["--skip", "udp"][..] })
     .args(extra.iter().skip_while(|a| *a == "--"))
     .env("GENERATION_RETRY_NGINX_DIR", &made.nginx_dir)
     .env("GENERATION_RETRY_DEBIAN_DEB", &made.deb);
@@ -168,8 +170,9 @@ pub fn test_made(inputs: &Inputs, made: Result<Made>, build_s: f64, extra: &[Str
 }
 
 /// The tests run inside Debian's nginx: the http races (stock, module on
-/// and off), the stream races, and the package itself.
-const DEBIAN_TESTS: &[&str] = &["race", "module_race", "stream", "debian"];
+/// and off), through every protocol, the stream races, and the package
+/// itself.
+const DEBIAN_TESTS: &[&str] = &["race", "module_race", "protocols", "stream", "debian"];
 
 /// What [`package`] made.
 pub struct Made {
