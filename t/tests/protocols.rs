@@ -221,7 +221,8 @@ macro_rules! protocol {
 /// answers and nginx refuses, a 502, without any DNS change. The race rows
 /// above warm a connection to the new address before the retry, so their
 /// retry reuses it; a rescue that opens a fresh connection meets this
-/// defect as any gRPC retry does. This fails once nginx is fixed.
+/// defect as any gRPC retry does. This fails once nginx is fixed; the
+/// patched nginx carries the fix (nginx-src-patches, the gRPC patch).
 ///
 /// Non-regression guard: stock nginx, without the module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -237,6 +238,19 @@ async fn stock_grpc_retry_on_a_fresh_connection_reuses_a_stale_stream_id() {
         lines.iter().any(|l| l.contains(GRPC_STALE_STREAM)),
         "{lines:#?}"
     );
+    lab.finish();
+}
+
+/// The patched nginx sends the retry on stream 1: answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn patched_grpc_retry_on_a_fresh_connection_uses_stream_1() {
+    let mut lab = Lab::start_spec(Spec::wire(Flavor::patched(), Wire::Grpc, "")).await;
+    let (response, _) = lab.retry_without_flip(0).await;
+    assert_eq!(response.status(), 200, "{response:?}\n{}", lab.nginx.error_log());
+    assert_eq!(response.body, lab.backend.body(lab.current));
+    let entry = lab.access_entry("/plain/0").await;
+    let addr = lab.upstream_addr(lab.current);
+    assert_eq!(entry.upstream_addr(), format!("{addr}, {addr}"));
     lab.finish();
 }
 
