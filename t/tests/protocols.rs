@@ -246,7 +246,12 @@ async fn stock_grpc_retry_on_a_fresh_connection_reuses_a_stale_stream_id() {
 async fn patched_grpc_retry_on_a_fresh_connection_uses_stream_1() {
     let mut lab = Lab::start_spec(Spec::wire(Flavor::patched(), Wire::Grpc, "")).await;
     let (response, _) = lab.retry_without_flip(0).await;
-    assert_eq!(response.status(), 200, "{response:?}\n{}", lab.nginx.error_log());
+    assert_eq!(
+        response.status(),
+        200,
+        "{response:?}\n{}",
+        lab.nginx.error_log()
+    );
     assert_eq!(response.body, lab.backend.body(lab.current));
     let entry = lab.access_entry("/plain/0").await;
     let addr = lab.upstream_addr(lab.current);

@@ -155,7 +155,11 @@ pub fn test_made(inputs: &Inputs, made: Result<Made>, build_s: f64, extra: &[Str
         "memcheck",
     ])
     // protocols.rs's UDP tests need the stream module.
-    .args(if made.stream { &[][..] } else { &["--skip", "udp"][..] })
+    .args(if made.stream {
+        &[][..]
+    } else {
+        &["--skip", "udp"][..]
+    })
     .args(extra.iter().skip_while(|a| *a == "--"))
     .env("GENERATION_RETRY_NGINX_DIR", &made.nginx_dir)
     .env("GENERATION_RETRY_DEBIAN_DEB", &made.deb);
