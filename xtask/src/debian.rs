@@ -158,7 +158,7 @@ pub fn test_made(inputs: &Inputs, made: Result<Made>, build_s: f64, extra: &[Str
     .args(if made.stream {
         &[][..]
     } else {
-        &["--skip", "udp"][..]
+        &["--skip", "udp::"][..]
     })
     .args(extra.iter().skip_while(|a| *a == "--"))
     .env("GENERATION_RETRY_NGINX_DIR", &made.nginx_dir)

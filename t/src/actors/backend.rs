@@ -31,7 +31,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::rng::Rng;
 
-mod grpc;
+mod h2;
 mod wire;
 
 use wire::Reader;
@@ -44,7 +44,8 @@ pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
 pub const ADDR_C: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 4);
 const ADDRS: [Ipv4Addr; 3] = [ADDR_A, ADDR_B, ADDR_C];
 
-/// Requests under this path are answered `503`, from every address.
+/// Requests under this path are answered `503`, from every address (but
+/// by memcached, which has no status: a value is a 200).
 pub const UNAVAILABLE_PATH: &str = "/503/";
 
 /// What happened to a request the backend read.
@@ -354,7 +355,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
         let state = state.clone();
         tokio::spawn(async move {
             match state.tls.clone() {
-                None if state.wire == Wire::Grpc => grpc::serve(stream, ip, conn, state).await,
+                None if state.wire.http2() => h2::serve(stream, ip, conn, state).await,
                 None => serve(stream, ip, conn, state).await,
                 Some(acceptor) => {
                     let Ok(tls) = acceptor.accept(stream).await else {
@@ -428,7 +429,7 @@ fn decide(state: &State, ip: Ipv4Addr, conn: u64, index: u64, method: &str, path
         } else if f.fail_next > 0 {
             f.fail_next -= 1;
             Action::Drop(Duration::ZERO)
-        } else if (index > 0 || !state.wire.keepalive() && !f.reclaimed.contains(path))
+        } else if (index > 0 || (!state.wire.keepalive() && !f.reclaimed.contains(path)))
             && f.reclaim_p > 0.0
             && f.rng.chance(f.reclaim_p)
         {

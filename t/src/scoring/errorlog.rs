@@ -87,13 +87,15 @@ pub fn is_upstream_attempt_failure(message: &str) -> bool {
 }
 pub const NO_LIVE: &str = "no live upstreams";
 
-/// nginx's gRPC proxy (1.28 to 1.31.x), on an attempt after one on a
-/// cached connection: the request's frames were rewritten in place for that
-/// connection's stream id (3, 5, ...), and a fresh connection's attempt
-/// (stream 1) sends them unrewritten; the backend answers on the stale id
-/// and nginx fails the request (`invalid_header`, a 502). Its own defect,
-/// with the module or without (tests/protocols.rs proves it on stock).
-pub const GRPC_STALE_STREAM: &str = "upstream sent frame for unknown stream";
+/// nginx's HTTP/2 upstreams (`grpc_pass`, and `proxy_http_version 2` from
+/// 1.29.4; every nginx of the matrix, up to its development branch), on an
+/// attempt after one on a cached connection: the request's frames were
+/// rewritten in place for that connection's stream id (3, 5, ...), and a
+/// fresh connection's attempt (stream 1) sends them unrewritten; the
+/// backend answers on the stale id and nginx fails the request
+/// (`invalid_header`, a 502). Its own defect, with the module or without
+/// (tests/protocols.rs proves it on stock; nginx-src-patches fixes it).
+pub const STALE_STREAM: &str = "upstream sent frame for unknown stream";
 
 /// For the request whose error lines mention `request_marker` (its URI):
 /// the connection id if its lines are, in order, `upstream prematurely

@@ -25,24 +25,50 @@ pub enum Wire {
     /// `grpc_pass`: HTTP/2 (h2c), a length-prefixed message and a
     /// `grpc-status` trailer; keepalive.
     Grpc,
+    /// `proxy_pass` with `proxy_http_version 2` (nginx 1.29.4 and later):
+    /// HTTP/2 (h2c); keepalive.
+    Http2,
 }
 
 impl Wire {
     /// Every protocol nginx's http upstream speaks, as the suite names them.
-    pub const ALL: [Wire; 6] = [
+    pub const ALL: [Wire; 7] = [
         Wire::Http,
         Wire::FastCgi,
         Wire::Uwsgi,
         Wire::Scgi,
         Wire::Memcached,
         Wire::Grpc,
+        Wire::Http2,
     ];
+
+    /// The protocol's name in the suite: the directive prefix, but
+    /// `http2` for `proxy_http_version 2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::Http2 => "http2",
+            w => w.prefix(),
+        }
+    }
+
+    /// The first nginx version that speaks it.
+    pub fn since(self) -> (u32, u32, u32) {
+        match self {
+            Wire::Http2 => (1, 29, 4),
+            _ => (0, 0, 0),
+        }
+    }
+
+    /// Whether it is HTTP/2, served by [`super::h2`].
+    pub fn http2(self) -> bool {
+        matches!(self, Wire::Grpc | Wire::Http2)
+    }
 
     /// The directive prefix: `proxy`, `fastcgi`, ... (`${prefix}_pass`,
     /// `${prefix}_next_upstream`, ...).
     pub fn prefix(self) -> &'static str {
         match self {
-            Wire::Http => "proxy",
+            Wire::Http | Wire::Http2 => "proxy",
             Wire::FastCgi => "fastcgi",
             Wire::Uwsgi => "uwsgi",
             Wire::Scgi => "scgi",
@@ -85,6 +111,7 @@ impl Wire {
             }
             Wire::Memcached => "set $memcached_key $uri; memcached_pass ${UPSTREAM};",
             Wire::Grpc => "grpc_pass grpc://${UPSTREAM};",
+            Wire::Http2 => "proxy_pass http://${UPSTREAM}; proxy_http_version 2;",
         }
     }
 
@@ -94,7 +121,7 @@ impl Wire {
         match self {
             Wire::Http => crate::shared::KEEPALIVE_LOCATION,
             Wire::FastCgi => "fastcgi_keep_conn on;",
-            Wire::Uwsgi | Wire::Scgi | Wire::Memcached | Wire::Grpc => "",
+            Wire::Uwsgi | Wire::Scgi | Wire::Memcached | Wire::Grpc | Wire::Http2 => "",
         }
     }
 
@@ -113,7 +140,8 @@ impl Wire {
 /// One gRPC message: uncompressed, a 4-byte big-endian length, the bytes.
 pub(super) fn grpc_message(payload: &[u8]) -> Vec<u8> {
     let mut m = vec![0u8];
-    m.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    let len = u32::try_from(payload.len()).expect("one gRPC message: 4 GiB");
+    m.extend_from_slice(&len.to_be_bytes());
     m.extend_from_slice(payload);
     m
 }
@@ -166,7 +194,7 @@ impl<S: AsyncRead + Unpin> Reader<'_, S> {
         }
     }
 
-    /// One request in `wire`'s framing (not [`Wire::Grpc`]). `None` on EOF
+    /// One request in `wire`'s framing (not HTTP/2's). `None` on EOF
     /// or a malformed request.
     pub async fn request(&mut self, wire: Wire) -> Option<Request> {
         match wire {
@@ -175,7 +203,7 @@ impl<S: AsyncRead + Unpin> Reader<'_, S> {
             Wire::Uwsgi => self.uwsgi().await,
             Wire::Scgi => self.scgi().await,
             Wire::Memcached => self.memcached().await,
-            Wire::Grpc => unreachable!("gRPC is served by h2"),
+            Wire::Grpc | Wire::Http2 => unreachable!("HTTP/2 is served by h2"),
         }
     }
 
@@ -381,9 +409,10 @@ pub(super) fn answer(
             const END_REQUEST: u8 = 3;
             const STDOUT: u8 = 6;
             let record = |kind: u8, content: &[u8]| {
+                let len = u16::try_from(content.len()).expect("one FastCGI record: 64 KiB");
                 let mut r = vec![1, kind];
                 r.extend_from_slice(&req.id.to_be_bytes());
-                r.extend_from_slice(&(content.len() as u16).to_be_bytes());
+                r.extend_from_slice(&len.to_be_bytes());
                 r.extend_from_slice(&[0, 0]);
                 r.extend_from_slice(content);
                 r
@@ -398,7 +427,7 @@ pub(super) fn answer(
         Wire::Memcached => {
             format!("VALUE {} 0 {}\r\n{body}\r\nEND\r\n", req.path, body.len()).into_bytes()
         }
-        Wire::Grpc => unreachable!("gRPC is served by h2"),
+        Wire::Grpc | Wire::Http2 => unreachable!("HTTP/2 is served by h2"),
     }
 }
 

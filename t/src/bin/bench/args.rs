@@ -87,8 +87,8 @@ pub fn parse_args() -> Result<Args, String> {
                     "cargo xtask bench [--rounds N] [--duration S] [--rate RPS] \
                             [--connections C] [--races N] [--callgrind-requests N] [--out DIR]\n\
                      cargo xtask bench --churn [--upstreams N,M] [--requests N] [--rounds N] \
-                            [--connections C] [--workers W] [--reclaim P] [--out DIR]\n\
-                            [--protocols all|proxy,fastcgi,uwsgi,scgi,memcached,grpc]"
+                            [--connections C] [--workers W] [--reclaim P] [--out DIR] \
+                            [--protocols all|proxy,fastcgi,uwsgi,scgi,memcached,grpc,http2]"
                         .into(),
                 )
             }
@@ -121,9 +121,9 @@ fn parse_wires(v: &str) -> Result<Vec<Wire>, String> {
         .map(|name| {
             Wire::ALL
                 .into_iter()
-                .find(|w| w.prefix() == name.trim())
+                .find(|w| w.name() == name.trim())
                 .ok_or_else(|| {
-                    let known: Vec<&str> = Wire::ALL.iter().map(|w| w.prefix()).collect();
+                    let known: Vec<&str> = Wire::ALL.iter().map(|w| w.name()).collect();
                     format!(
                         "--protocols: unknown `{name}`; expected all or {}",
                         known.join(",")

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use generation_retry_t::actors::backend::Wire;
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenarios::churn;
 use serde_json::json;
@@ -48,12 +49,22 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
         "protocol", "variant", "upstreams", "requests", "req/s", "ratio", "p50 ms", "ratio", "p99 ms",
         "ratio", "2-hop", "1-hop", "retried", "swaps", "busy", "rescued"
     )];
-    let runs_of = c
+    let (wires, unspoken): (Vec<Wire>, Vec<Wire>) = c
         .wires
+        .iter()
+        .partition(|w| (major, minor, patch) >= w.since());
+    for w in unspoken {
+        let (a, b, c) = w.since();
+        eprintln!(
+            "bench --churn: {} left out: nginx {a}.{b}.{c} and later speak it",
+            w.name()
+        );
+    }
+    let runs_of = wires
         .iter()
         .flat_map(|w| c.upstreams.iter().map(move |n| (*w, *n)));
     for (wire, n) in runs_of {
-        let p = wire.prefix();
+        let p = wire.name();
         let opts = churn::Options {
             upstreams: n,
             wire,
@@ -67,7 +78,7 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
                 eprintln!(
                     "round {}/{} {p:<9} {:<10} {n:>5} upstreams {:>7.0} req/s  p50 {:.3} ms  \
                      p99 {:.3} ms  2-hop {}  1-hop {}  busy {:?}  rescued {:?}  \
-                     grpc stale-id 502 {}",
+                     stale-stream 502 {}",
                     round + 1,
                     a.rounds,
                     o.variant.name(),
@@ -78,7 +89,7 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
                     o.one_hop_502,
                     o.busy,
                     o.rescued,
-                    o.grpc_stale_502
+                    o.stale_stream_502
                 );
                 failures.extend(o.violations());
                 runs.push(o.json());
@@ -151,7 +162,7 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
                 "p50_ms_median": p50, "p50_ratio": p50 / p500,
                 "p99_ms_median": p99, "p99_ratio": p99 / p990,
                 "two_hop_502": two_hop, "one_hop_502": one_hop,
-                "grpc_stale_502": sum(os, |o| o.grpc_stale_502),
+                "stale_stream_502": sum(os, |o| o.stale_stream_502),
                 "busy": busy, "rescued": rescued,
             }));
         }

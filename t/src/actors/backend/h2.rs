@@ -1,9 +1,10 @@
-//! The backend speaking gRPC: HTTP/2 without TLS (what `grpc_pass
-//! grpc://` connects to), served by the `h2` crate. Each request's body is
-//! read to its end, then [`decide`] says what happens to it, as for the
-//! byte protocols: an answer is a 200 with `content-type:
-//! application/grpc`, one length-prefixed message and a `grpc-status: 0`
-//! trailer; a drop or a released hold closes the whole connection, as a
+//! The backend speaking HTTP/2 without TLS (what `grpc_pass grpc://` and
+//! `proxy_http_version 2` connect to), served by the `h2` crate. Each
+//! request's body is read to its end, then [`decide`] says what happens
+//! to it, as for the byte protocols. An answer is, for gRPC, a 200 with
+//! `content-type: application/grpc`, one length-prefixed message and a
+//! `grpc-status: 0` trailer; for HTTP/2, the body the HTTP/1.1 backend
+//! sends. A drop or a released hold closes the whole connection, as a
 //! backend that dies mid-request does. nginx sends one request at a time
 //! on a connection, so the index of a request on its connection means what
 //! it means for HTTP/1.1.
@@ -16,8 +17,7 @@ use bytes::Bytes;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::wire::grpc_message;
-use super::{decide, status_for, Action, State};
+use super::{decide, status_for, Action, State, Wire};
 
 /// Serves one connection until the client closes it or a request is
 /// dropped or held and released.
@@ -90,21 +90,32 @@ async fn handle(
         }
         Action::Answer(delay) => {
             pause(delay).await;
+            let grpc = state.wire == Wire::Grpc;
             let response = http::Response::builder()
                 .status(status_for(&path).0)
-                .header("content-type", "application/grpc")
+                .header(
+                    "content-type",
+                    if grpc {
+                        "application/grpc"
+                    } else {
+                        "text/plain"
+                    },
+                )
                 .header("x-backend", ip.to_string())
                 .body(())
                 .expect("a valid response head");
             let Ok(mut send) = respond.send_response(response, false) else {
                 return None; // the connection is gone
             };
-            let message = grpc_message(format!("{ip}\n").as_bytes());
-            let mut trailers = http::HeaderMap::new();
-            trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-            let _ = send
-                .send_data(Bytes::from(message), false)
-                .and_then(|()| send.send_trailers(trailers));
+            let body = Bytes::from(state.wire.body(ip).into_bytes());
+            let _ = if grpc {
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                send.send_data(body, false)
+                    .and_then(|()| send.send_trailers(trailers))
+            } else {
+                send.send_data(body, true)
+            };
             None
         }
     }
