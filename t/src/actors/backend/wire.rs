@@ -291,14 +291,7 @@ impl<S: AsyncRead + Unpin> Reader<'_, S> {
             let v = item()?;
             vars.push((k, v));
         }
-        self.take(var(&vars, "CONTENT_LENGTH").parse().unwrap_or(0))
-            .await?;
-        Some(Request {
-            method: var(&vars, "REQUEST_METHOD"),
-            path: var(&vars, "REQUEST_URI"),
-            close: true,
-            id: 0,
-        })
+        self.cgi_body(&vars).await
     }
 
     /// SCGI: `LEN:` then LEN bytes of NUL-terminated names and values
@@ -321,11 +314,17 @@ impl<S: AsyncRead + Unpin> Reader<'_, S> {
             .chunks_exact(2)
             .map(|kv| (kv[0].clone(), kv[1].clone()))
             .collect();
-        self.take(var(&vars, "CONTENT_LENGTH").parse().unwrap_or(0))
+        self.cgi_body(&vars).await
+    }
+
+    /// The body of a request whose CGI variables are `vars` (uwsgi, SCGI:
+    /// CONTENT_LENGTH bytes), consumed; the request, one per connection.
+    async fn cgi_body(&mut self, vars: &[(String, String)]) -> Option<Request> {
+        self.take(var(vars, "CONTENT_LENGTH").parse().unwrap_or(0))
             .await?;
         Some(Request {
-            method: var(&vars, "REQUEST_METHOD"),
-            path: var(&vars, "REQUEST_URI"),
+            method: var(vars, "REQUEST_METHOD"),
+            path: var(vars, "REQUEST_URI"),
             close: true,
             id: 0,
         })

@@ -1,0 +1,94 @@
+//! nginx's stale stream id on HTTP/2 upstreams (gRPC, and
+//! `proxy_http_version 2`): proven on stock, and the patched nginx's fix.
+
+use generation_retry_t::actors::backend::Wire;
+use generation_retry_t::nginx::Flavor;
+use generation_retry_t::scenarios::http::{Lab, Spec};
+use generation_retry_t::scoring::errorlog::STALE_STREAM;
+
+use crate::speaks;
+
+/// A retry on a fresh connection after a failed attempt on a cached one
+/// (no DNS change): `(status, error.log lines)` of `/plain/0`, checked to
+/// be two attempts at the current address, the second on a new connection
+/// (its first request there).
+async fn retry_on_a_fresh_connection(lab: &mut Lab) -> (u16, Vec<String>) {
+    let wire = lab.backend.wire();
+    let (response, _) = lab.retry_without_flip(0).await;
+    let entry = lab.access_entry("/plain/0").await;
+    let addr = lab.upstream_addr(lab.current);
+    assert_eq!(entry.upstream_addr(), format!("{addr}, {addr}"), "{wire:?}");
+    let seen: Vec<_> = lab
+        .backend
+        .seen()
+        .into_iter()
+        .filter(|s| s.path == "/plain/0")
+        .collect();
+    let [first, second] = seen.as_slice() else {
+        panic!("{wire:?}: {seen:#?}");
+    };
+    assert!(first.index_on_conn > 0, "{wire:?}: {first:?}");
+    assert!(
+        second.conn != first.conn && second.index_on_conn == 0,
+        "{wire:?}: the retry was not on a new connection: {second:?}"
+    );
+    if response.status() == 200 {
+        assert_eq!(response.body, lab.backend.body(lab.current), "{wire:?}");
+    }
+    (response.status(), lab.request_errors("/plain/0"))
+}
+
+/// nginx's own HTTP/2 defect (gRPC, and `proxy_http_version 2` from
+/// 1.29.4; `errorlog::STALE_STREAM`): a request whose attempt on a
+/// cached connection failed is retried on a fresh connection with the
+/// cached one's stream id, which the backend answers and nginx refuses,
+/// a 502, without any DNS change. The race rows above warm a connection
+/// to the new address before the retry, so their retry reuses it; a rescue
+/// that opens a fresh connection meets this defect as any retry does. This
+/// fails once nginx is fixed; the patched nginx carries the fix.
+async fn stock_stale_stream_id(wire: Wire) {
+    if !speaks(wire) {
+        return;
+    }
+    let mut lab = Lab::start_spec(Spec::wire(Flavor::stock(), wire, "")).await;
+    let (status, lines) = retry_on_a_fresh_connection(&mut lab).await;
+    assert_eq!(status, 502, "{wire:?}: {lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains(STALE_STREAM)),
+        "{wire:?}: {lines:#?}"
+    );
+    lab.finish();
+}
+
+/// The patched nginx sends the retry on stream 1: answered.
+async fn patched_stream_1(wire: Wire) {
+    if !speaks(wire) {
+        return;
+    }
+    let mut lab = Lab::start_spec(Spec::wire(Flavor::patched(), wire, "")).await;
+    let (status, lines) = retry_on_a_fresh_connection(&mut lab).await;
+    assert_eq!(status, 200, "{wire:?}: {lines:#?}");
+    lab.finish();
+}
+
+/// Non-regression guard: stock nginx, without the module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stock_grpc_retry_on_a_fresh_connection_reuses_a_stale_stream_id() {
+    stock_stale_stream_id(Wire::Grpc).await
+}
+
+/// Non-regression guard: stock nginx, without the module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stock_http2_retry_on_a_fresh_connection_reuses_a_stale_stream_id() {
+    stock_stale_stream_id(Wire::Http2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn patched_grpc_retry_on_a_fresh_connection_uses_stream_1() {
+    patched_stream_1(Wire::Grpc).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn patched_http2_retry_on_a_fresh_connection_uses_stream_1() {
+    patched_stream_1(Wire::Http2).await
+}
