@@ -47,6 +47,30 @@ use place::{package_owner, put_in, Layout, Undo};
 
 pub use uninstall::uninstall;
 
+/// What `install`, `uninstall` and `build --for` take (`--help`).
+pub const USAGE: &str = "\
+cargo xtask install --for NGINX_BINARY [OPTIONS]    build, prove, install, `nginx -t`
+cargo xtask build --for NGINX_BINARY [OPTIONS]      build and prove only
+cargo xtask uninstall --for NGINX_BINARY [--prefix DIR] [--dry-run]
+
+  --for NGINX_BINARY   the nginx to build for, as `nginx -V` describes it
+  --nginx-source PATH  that version's source tree or tarball (else the
+                       mirror, the nginx-src crate, or nginx.org, signed)
+  --sha256 HEX         the tarball's expected SHA-256
+  --signing-keys DIR   the keys nginx.org's signature is checked with
+  --prefix DIR         the prefix the binary runs with (`nginx -p DIR`)
+  --dry-run            say what would change, change nothing
+  --help, -h           this";
+
+/// Whether `args` ask for `--help` (or `-h`): then [`USAGE`] is printed.
+pub fn help(args: &[String]) -> bool {
+    let asked = args.iter().any(|a| a == "--help" || a == "-h");
+    if asked {
+        println!("{USAGE}");
+    }
+    asked
+}
+
 /// The options of `install`, `uninstall` and `build --for`.
 #[derive(Debug, Default)]
 pub struct Args {
@@ -81,12 +105,7 @@ impl Args {
                 "--signing-keys" => out.source.keys = Some(PathBuf::from(value()?)),
                 "--prefix" => out.prefix = Some(PathBuf::from(value()?)),
                 "--dry-run" => out.dry_run = true,
-                other => {
-                    return Err(format!(
-                    "unknown option `{other}` (options: --for NGINX_BINARY, --nginx-source PATH, \
-                         --sha256 HEX, --signing-keys DIR, --prefix DIR, --dry-run)"
-                ))
-                }
+                other => return Err(format!("unknown option `{other}`\n{USAGE}")),
             }
         }
         out.binary =
@@ -111,6 +130,9 @@ fn start(args: &[String]) -> Result<Option<(Args, Identity, Layout)>> {
 
 /// `cargo xtask build --for BINARY`: the module, proven to load, not installed.
 pub fn build_for(args: &[String]) -> Result {
+    if help(args) {
+        return Ok(());
+    }
     let Some((a, id, layout)) = start(args)? else {
         return Ok(());
     };
@@ -182,6 +204,9 @@ fn dry_run(a: &Args, id: &Identity, layout: &Layout, install: bool) -> Result {
 
 /// `cargo xtask install --for BINARY [...]`.
 pub fn install(args: &[String]) -> Result {
+    if help(args) {
+        return Ok(());
+    }
     let Some((a, id, layout)) = start(args)? else {
         return Ok(());
     };

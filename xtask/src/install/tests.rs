@@ -143,3 +143,41 @@ fn options_are_parsed_and_for_is_required() {
         .unwrap_err()
         .contains("unknown option"));
 }
+
+#[test]
+fn help_names_every_option_parse_takes() {
+    let help = |a: &[&str]| super::help(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert!(help(&["--help"]) && help(&["--for", "/usr/sbin/nginx", "-h"]));
+    assert!(!help(&["--for", "/usr/sbin/nginx"]));
+    for option in [
+        "--for",
+        "--nginx-source",
+        "--sha256",
+        "--signing-keys",
+        "--prefix",
+        "--dry-run",
+    ] {
+        assert!(super::USAGE.contains(option), "{option}");
+        // Each is one `parse` knows (a value where it takes one).
+        let value = if option == "--dry-run" {
+            None
+        } else {
+            Some("v")
+        };
+        let args: Vec<String> = ["--for", "/x", option]
+            .into_iter()
+            .chain(value)
+            .map(String::from)
+            .collect();
+        let parsed = Args::parse(&args);
+        assert!(
+            parsed
+                .as_ref()
+                .err()
+                .is_none_or(|e| !e.contains("unknown option")),
+            "{option}: {parsed:?}"
+        );
+    }
+    let err = Args::parse(&["--frob".into()]).unwrap_err();
+    assert!(err.contains(super::USAGE), "{err}");
+}

@@ -11,6 +11,9 @@ use crate::workspace::Result;
 
 /// `cargo xtask uninstall --for BINARY [--prefix DIR] [--dry-run]`.
 pub fn uninstall(args: &[String]) -> Result {
+    if super::help(args) {
+        return Ok(());
+    }
     let a = Args::parse(args)?;
     let id = identify(&a.binary)?;
     let layout = Layout::of(&id, a.prefix.as_deref());
