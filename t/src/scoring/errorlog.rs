@@ -94,7 +94,7 @@ pub const NO_LIVE: &str = "no live upstreams";
 /// fresh connection's attempt (stream 1) sends them unrewritten; the
 /// backend answers on the stale id and nginx fails the request
 /// (`invalid_header`, a 502). Its own defect, with the module or without
-/// (tests/protocols.rs proves it on stock; nginx-src-patches fixes it).
+/// (tests/protocols/ proves it on stock; nginx-src-patches fixes it).
 pub const STALE_STREAM: &str = "upstream sent frame for unknown stream";
 
 /// For the request whose error lines mention `request_marker` (its URI):

@@ -60,6 +60,10 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
             w.name()
         );
     }
+    if wires.is_empty() {
+        eprintln!("bench --churn: no protocol left to run on nginx {major}.{minor}.{patch}");
+        return ExitCode::FAILURE;
+    }
     let runs_of = wires
         .iter()
         .flat_map(|w| c.upstreams.iter().map(move |n| (*w, *n)));
