@@ -154,7 +154,7 @@ pub fn test_made(inputs: &Inputs, made: Result<Made>, build_s: f64, extra: &[Str
         "--skip",
         "memcheck",
     ])
-    // protocols/udp.rs need the stream module.
+    // protocols/udp.rs's tests need the stream module.
     .args(if made.stream {
         &[][..]
     } else {
