@@ -2,7 +2,7 @@
 //! 127.0.0.3 with the same port, so that a DNS flip between the two is a
 //! pure IP swap. It speaks HTTP/1.1 with keepalive, or any other protocol
 //! nginx's http upstream speaks ([`Wire`]: FastCGI, uwsgi, SCGI, memcached,
-//! gRPC), with the same faults and the same record of what it saw.
+//! gRPC, HTTP/2), with the same faults and the same record of what it saw.
 //!
 //! Faults it can inject, as real backends and L4 boxes do:
 //! - hold the next request that arrives on a reused connection, then close
@@ -116,6 +116,7 @@ struct Faults {
     reclaimed: std::collections::HashSet<String>,
 }
 
+#[derive(Default)]
 struct State {
     wire: Wire,
     tls: Option<TlsAcceptor>,
@@ -168,12 +169,7 @@ impl Backend {
         let state = Arc::new(State {
             wire,
             tls,
-            handshakes: Mutex::default(),
-            resumed_by_conn: Mutex::default(),
-            conn_seq: AtomicU64::default(),
-            connections: Mutex::default(),
-            seen: Mutex::default(),
-            faults: Mutex::default(),
+            ..State::default()
         });
         let tasks = listeners
             .into_iter()
@@ -469,7 +465,7 @@ fn status_for(path: &str) -> (u16, &'static str) {
     }
 }
 
-/// Serves a connection of a byte protocol (every [`Wire`] but gRPC).
+/// Serves a connection of a byte protocol (every [`Wire`] but HTTP/2's).
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     ip: Ipv4Addr,

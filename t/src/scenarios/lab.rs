@@ -401,7 +401,7 @@ fn module_counts(status: Option<&Value>) -> ModuleCounts {
 
 /// Seconds since the epoch, as nginx's `$msec` and the DNS server's log
 /// give them.
-pub(crate) fn epoch_now() -> f64 {
+pub fn epoch_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

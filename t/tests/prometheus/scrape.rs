@@ -18,17 +18,12 @@ use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt, FA
 use reqwest::Method;
 use serde_json::Value;
 
+use generation_retry_t::scenarios::lab::epoch_now;
+
 use crate::common::{prometheus_config, promtool_accepts, series_per_upstream, ODD_NAMES};
 use crate::dashboard::check_dashboard;
 use crate::lab::{http_extra, stream_upstreams, LOCATIONS, OBS_NAME};
 use crate::loaded_rules::check_rules;
-
-fn epoch_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
 
 /// A PromQL string literal of `s` (double-quoted, Go escapes).
 fn quoted(s: &str) -> String {

@@ -23,6 +23,7 @@ use generation_retry_t::actors::load::Client;
 use generation_retry_t::memcheck::patience;
 use generation_retry_t::nginx::{free_port_at, refusing_port, Config, Flavor, Nginx};
 use generation_retry_t::scenarios::http::status_object;
+use generation_retry_t::scenarios::lab::epoch_now;
 use generation_retry_t::scoring::metrics::{Counter, StatusExt};
 use generation_retry_t::scoring::streamlog::{parse_stream_log, StreamEntry};
 use generation_retry_t::shared::status_server;
@@ -152,13 +153,6 @@ impl Session {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-}
-
-fn epoch_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs_f64()
 }
 
 /// Sessions until one is answered by `ip`: nginx holds the address.

@@ -10,9 +10,10 @@ use std::net::Ipv4Addr;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The upstream protocol between nginx and the backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Wire {
     /// `proxy_pass`: HTTP/1.1, keepalive.
+    #[default]
     Http,
     /// `fastcgi_pass`: FastCGI records, `fastcgi_keep_conn on` honoured.
     FastCgi,
