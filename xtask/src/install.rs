@@ -13,11 +13,16 @@
 //!   modules path beside its predecessor (`.so.old`), writes the
 //!   `load_module` snippet (`modules-enabled/` where the configuration
 //!   directory has one, else `modules.d/generation-retry.conf`), and runs
-//!   `BINARY -t`. When that fails, everything is put back as it was and
-//!   nginx's words are printed. Nothing changed is a no-op.
-//! - `cargo xtask uninstall --for BINARY`: the snippet out, `BINARY -t`,
-//!   then the shared objects; put back when the configuration still needs
-//!   the module.
+//!   `BINARY -T`. When nginx.conf does not include the snippet, it prints
+//!   the line to add, or with `--edit-conf` adds it (marked, the file
+//!   before kept as `nginx.conf.before-generation-retry`) and tests again.
+//!   When a test fails, everything is put back as it was and nginx's words
+//!   are printed. Nothing changed is a no-op. Every `-t` and `-T` runs with
+//!   `-e stderr`: nothing is written into the production error log.
+//! - `cargo xtask uninstall --for BINARY`: refused, with every use named,
+//!   while the configuration uses the module; else the snippet and the
+//!   marked `include` out, `BINARY -t`, then the shared objects, the backup
+//!   and a `modules.d/` the install made; put back when the test fails.
 //! - `cargo xtask build --for BINARY`: the build and the load proof only.
 //!
 //! None of them installs a package: a missing prerequisite is named with
@@ -25,11 +30,13 @@
 //!
 //! Here the commands and their options; the binary read and judged in
 //! `binary.rs`, the build in `compile.rs` (its prerequisites in
-//! `prerequisites.rs`), the files placed and put back in `place.rs`,
-//! `uninstall` in `uninstall.rs`.
+//! `prerequisites.rs`), the files placed and put back in `place.rs`, the
+//! configuration read and edited in `conf.rs`, `uninstall` in
+//! `uninstall.rs`.
 
 mod binary;
 mod compile;
+mod conf;
 mod place;
 mod prerequisites;
 mod uninstall;
@@ -41,9 +48,10 @@ use crate::build::MODULE_PACKAGE;
 use crate::source::{self, Options};
 use crate::workspace::{target_dir, Result};
 
-use binary::{admissible, config_files, identify, test_config, Identity};
+use binary::{admissible, dump, identify, Identity};
 use compile::{build_module, prove_loads, tree_flags};
-use place::{package_owner, put_in, Layout, Undo};
+use conf::Dump;
+use place::{edit_conf, package_owner, put_in, Layout, Undo, MADE_DIR_NOTE};
 
 pub use uninstall::uninstall;
 
@@ -59,6 +67,11 @@ cargo xtask uninstall --for NGINX_BINARY [--prefix DIR] [--dry-run]
   --sha256 HEX         the tarball's expected SHA-256
   --signing-keys DIR   the keys nginx.org's signature is checked with
   --prefix DIR         the prefix the binary runs with (`nginx -p DIR`)
+  --edit-conf          install: when nginx.conf does not include the
+                       snippet, add the `include` line (before its first
+                       block, marked, nginx.conf.before-generation-retry
+                       kept; uninstall removes it); without it, the line
+                       is printed for you to add
   --dry-run            say what would change, change nothing
   --help, -h           this";
 
@@ -80,6 +93,12 @@ pub struct Args {
     /// when it is not the compiled-in one.
     pub prefix: Option<PathBuf>,
     pub dry_run: bool,
+    /// `--edit-conf`: the install may add the snippets' `include` to
+    /// nginx.conf.
+    pub edit_conf: bool,
+    /// Whether nginx runs with `-e stderr` (the binary has it): set from
+    /// its version once it is known.
+    pub stderr_log: bool,
 }
 
 impl Args {
@@ -105,6 +124,7 @@ impl Args {
                 "--signing-keys" => out.source.keys = Some(PathBuf::from(value()?)),
                 "--prefix" => out.prefix = Some(PathBuf::from(value()?)),
                 "--dry-run" => out.dry_run = true,
+                "--edit-conf" => out.edit_conf = true,
                 other => return Err(format!("unknown option `{other}`\n{USAGE}")),
             }
         }
@@ -118,8 +138,9 @@ impl Args {
 /// identity and its layout; `None` when the binary has no race to fix
 /// (said, exit 0).
 fn start(args: &[String]) -> Result<Option<(Args, Identity, Layout)>> {
-    let a = Args::parse(args)?;
+    let mut a = Args::parse(args)?;
     let id = identify(&a.binary)?;
+    a.stderr_log = id.has_e();
     eprintln!("xtask: {} is {}", a.binary.display(), id.describe());
     if !admissible(&a, &id)? {
         return Ok(None);
@@ -191,13 +212,27 @@ fn dry_run(a: &Args, id: &Identity, layout: &Layout, install: bool) -> Result {
     println!(
         "7. write {}: {}",
         layout.snippet.display(),
-        layout.snippet_text().trim()
+        layout.snippet_text(false).trim()
     );
     println!(
-        "8. {} -t; on failure {} and {} are put back as they were",
+        "8. {} -T; when {} does not include it, {}",
         a.binary.display(),
+        layout.conf.display(),
+        if a.edit_conf {
+            format!(
+                "add `{}` before its first block (the file before kept as {}), and -T again",
+                layout.include_line(),
+                layout.backup().display()
+            )
+        } else {
+            "print the line to add (--edit-conf adds it)".to_string()
+        }
+    );
+    println!(
+        "9. on failure {}, {} and {} are put back as they were",
         layout.module().display(),
-        layout.snippet.display()
+        layout.snippet.display(),
+        layout.conf.display()
     );
     Ok(())
 }
@@ -221,62 +256,112 @@ pub fn install(args: &[String]) -> Result {
             layout.module().display()
         ));
     }
-    if let Err(said) = test_config(&a) {
-        if !stale_module(&said, &layout.module()) {
+    let before = match dump(&a) {
+        Ok(d) => Some(d),
+        Err(said) if stale_module(&said, &layout.module()) => {
+            // After an nginx upgrade: the module there was built for the
+            // nginx before, which this one refuses. Replacing it is the fix.
+            eprintln!(
+                "xtask: {} refuses the module installed for another nginx; replacing it",
+                a.binary.display()
+            );
+            None
+        }
+        Err(said) => {
             return Err(format!(
                 "{} -t fails before anything was changed; fix the configuration first:\n{said}",
                 a.binary.display()
-            ));
+            ))
         }
-        // After an nginx upgrade: the module there was built for the
-        // nginx before, which this one refuses. Replacing it is the fix.
-        eprintln!(
-            "xtask: {} refuses the module installed for another nginx; replacing it",
-            a.binary.display()
-        );
-    }
+    };
     let built = build_module(&a, &id)?;
     prove_loads(&a, &id, &layout, &built.so)?;
 
     let new = fs::read(&built.so).map_err(|e| format!("{}: {e}", built.so.display()))?;
-    let text = layout.snippet_text();
+    let undo = Undo::take(&layout)?;
+    let made_dir = undo.snippet_dir_made
+        || fs::read_to_string(&layout.snippet).is_ok_and(|t| t.starts_with(MADE_DIR_NOTE));
+    let text = layout.snippet_text(made_dir);
     let same_module = fs::read(layout.module()).is_ok_and(|b| b == new);
     let same_snippet = fs::read(&layout.snippet).is_ok_and(|b| b == text.as_bytes());
-    if same_module && same_snippet {
-        println!(
-            "xtask: already installed: {} and {} are up to date; nothing changed",
-            layout.module().display(),
-            layout.snippet.display()
-        );
-        return next_steps(&a, &layout);
+    if let (true, true, Some(d)) = (same_module, same_snippet, &before) {
+        if d.includes(&layout.snippet) || !a.edit_conf {
+            println!(
+                "xtask: already installed: {} and {} are up to date; nothing changed",
+                layout.module().display(),
+                layout.snippet.display()
+            );
+            return next_steps(&a, &layout, d);
+        }
     }
 
-    let undo = Undo::take(&layout)?;
-    let failed = match put_in(&layout, &new, &text, same_module) {
-        Err(e) => Some(format!("installing failed: {e}")),
-        Ok(()) => test_config(&a).err().map(|said| {
-            format!(
-                "{} -t failed with the module installed (nginx said:\n{said})\n{}",
-                a.binary.display(),
-                hint(&said, &layout)
-            )
-        }),
+    let outcome = put_in(&layout, &new, &text, same_module)
+        .map_err(|e| format!("installing failed: {e}"))
+        .and_then(|()| tested(&a, &layout, &undo));
+    let (after, edited) = match outcome {
+        Ok(done) => done,
+        Err(why) => {
+            let restored = match undo.put_back(&layout) {
+                Ok(()) => "everything was put back as it was".to_string(),
+                Err(e) => format!("putting it back failed too: {e}"),
+            };
+            return Err(format!("{why}\n{restored}"));
+        }
     };
-    if let Some(why) = failed {
-        let restored = match undo.put_back(&layout) {
-            Ok(()) => "everything was put back as it was".to_string(),
-            Err(e) => format!("putting it back failed too: {e}"),
-        };
-        return Err(format!("{why}\n{restored}"));
-    }
+    let added = if edited {
+        format!(
+            ", added `{}` to {} (as it was before: {})",
+            layout.include_line(),
+            layout.conf.display(),
+            layout.backup().display()
+        )
+    } else {
+        String::new()
+    };
     println!(
-        "xtask: installed {} for nginx {} and wrote {}; {} -t is successful",
+        "xtask: installed {} for nginx {} and wrote {}{added}; {} -t is successful",
         layout.module().display(),
         built.version,
         layout.snippet.display(),
         a.binary.display()
     );
-    next_steps(&a, &layout)
+    next_steps(&a, &layout, &after)
+}
+
+/// `BINARY -T` with the module in place; with `--edit-conf`, when
+/// nginx.conf does not include the snippet, the `include` added and
+/// `-T` again. The configuration as nginx read it, and whether nginx.conf
+/// was edited; nginx's words and a hint when a test fails.
+fn tested(a: &Args, layout: &Layout, undo: &Undo) -> Result<(Dump, bool)> {
+    let bin = a.binary.display();
+    let d = dump(a).map_err(|said| {
+        format!(
+            "{bin} -t failed with the module installed (nginx said:\n{said})\n{}",
+            hint(&said, layout)
+        )
+    })?;
+    if d.includes(&layout.snippet) || !a.edit_conf {
+        return Ok((d, false));
+    }
+    let conf = layout.conf.display();
+    let before = undo
+        .conf()
+        .ok_or(format!("--edit-conf: {conf} is not there to edit"))?;
+    edit_conf(layout, before, undo.had_backup())?;
+    let d = dump(a).map_err(|said| {
+        format!(
+            "{bin} -t failed once {conf} included the snippets (nginx said:\n{said})\n{}",
+            hint(&said, layout)
+        )
+    })?;
+    if !d.includes(&layout.snippet) {
+        return Err(format!(
+            "{conf} includes `{}` now, and nginx still does not read {}",
+            layout.include_line(),
+            layout.snippet.display()
+        ));
+    }
+    Ok((d, true))
 }
 
 /// Whether nginx's only complaint is this module built for another nginx
@@ -310,25 +395,36 @@ fn hint(said: &str, layout: &Layout) -> String {
     }
 }
 
-/// Whether the configuration includes the snippet, and what comes next.
-fn next_steps(a: &Args, layout: &Layout) -> Result {
-    let included = config_files(a)?.contains(&layout.snippet);
+/// What comes next: the `include` while nginx.conf lacks it, switching
+/// the module on while nothing sets `generation_retry_resnapshot`, the
+/// reload.
+fn next_steps(a: &Args, layout: &Layout, d: &Dump) -> Result {
+    let included = d.includes(&layout.snippet);
+    let on = d
+        .uses(&layout.snippet)
+        .into_iter()
+        .any(|u| u.name == "generation_retry_resnapshot");
     let mut n = 1;
     println!("next:");
     if !included {
         println!(
-            "  {n}. {} does not include {} yet: add this line at its top, outside any block:\n         {}",
-            layout.conf.display(),
-            layout.snippet.display(),
-            layout.include_line()
+            "  {n}. {conf} does not include {snippet}, so nginx does not load the module: \
+             add this line to {conf} at its top level, before its events block:\n         \
+             {line}\n     (or run this again with --edit-conf, which adds it, and uninstall \
+             takes it out again)",
+            conf = layout.conf.display(),
+            snippet = layout.snippet.display(),
+            line = layout.include_line()
         );
         n += 1;
     }
-    println!(
-        "  {n}. switch it on where your upstreams are: `generation_retry_resnapshot on;` in http {{}} \
-         (and stream {{}}); `off` only counts (docs/directives.md)"
-    );
-    n += 1;
+    if !on {
+        println!(
+            "  {n}. switch it on where your upstreams are: `generation_retry_resnapshot on;` in \
+             http {{}} (and stream {{}}); `off` only counts (docs/directives.md)"
+        );
+        n += 1;
+    }
     println!(
         "  {n}. {} -t && {} -s reload   (or: systemctl reload nginx)",
         a.binary.display(),

@@ -1,9 +1,14 @@
 //! The operator's nginx: what `BINARY -V` says of it, whether it can take
-//! the module, and running it (`-t`, `-T`) as the install does.
+//! the module, and running it (`-t`, `-T`) as the install does: with
+//! `-e stderr`, so its checks write nothing into the error log nginx
+//! starts with (the production one, `--error-log-path`).
 
-use std::path::{Path, PathBuf};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::{Command, Output};
 
+use super::conf::Dump;
 use super::Args;
 use crate::source;
 use crate::workspace::Result;
@@ -98,8 +103,83 @@ pub fn parse_v(text: &str) -> Option<Identity> {
     })
 }
 
-/// `BINARY -V`, read.
+/// The first nginx with `-e` (the error log it starts with, before its
+/// configuration names one).
+const HAS_E: (u32, u32, u32) = (1, 19, 5);
+
+/// What `--for PATH` names, when it is no program to run: a directory, a
+/// missing file, a file without execute permission (nginx.conf, as like
+/// as not). Said for what it is before anything runs it, where running it
+/// would only say `Permission denied`.
+pub(super) fn not_a_binary(path: &Path) -> Option<String> {
+    let shown = path.display();
+    let pass = "pass the nginx binary, e.g. --for /usr/sbin/nginx (`command -v nginx` \
+                or `ps -o args= -C nginx` names it)";
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some(format!("--for {shown}: no such file: {pass}"));
+        }
+        Err(e) => return Some(format!("--for {shown}: {e}")),
+    };
+    if meta.is_dir() {
+        let inside = ["sbin/nginx", "nginx"]
+            .iter()
+            .map(|b| path.join(b))
+            .find(|b| b.is_file());
+        let here = inside.map_or(String::new(), |b| format!("; here: --for {}", b.display()));
+        return Some(format!("--for {shown} is a directory: {pass}{here}"));
+    }
+    if !meta.is_file() {
+        return Some(format!("--for {shown} is not a regular file: {pass}"));
+    }
+    let mode = meta.permissions().mode();
+    if mode & 0o111 != 0 {
+        return None;
+    }
+    let looks = if looks_like_configuration(path) {
+        "; it looks like a configuration file, which the install finds from the binary \
+         (its --conf-path, or --prefix DIR)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "--for {shown} is not an executable (mode {:04o}){looks}: {pass}",
+        mode & 0o7777
+    ))
+}
+
+/// Whether `path` reads as nginx configuration: a `.conf` name, or
+/// directives and blocks in its first kilobytes.
+fn looks_like_configuration(path: &Path) -> bool {
+    if path.extension().is_some_and(|e| e == "conf") {
+        return true;
+    }
+    let Ok(bytes) = fs::read(path) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(16384)]);
+    text.lines().any(|l| {
+        let l = l.trim();
+        [
+            "events",
+            "http",
+            "stream",
+            "worker_processes",
+            "include",
+            "load_module",
+        ]
+        .iter()
+        .any(|d| l.starts_with(d))
+            && (l.ends_with(';') || l.ends_with('{'))
+    })
+}
+
+/// `BINARY -V`, read (after [`not_a_binary`]).
 pub(super) fn identify(binary: &Path) -> Result<Identity> {
+    if let Some(why) = not_a_binary(binary) {
+        return Err(why);
+    }
     let out = Command::new(binary)
         .arg("-V")
         .output()
@@ -174,9 +254,14 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
     Ok(true)
 }
 
-/// `BINARY [-p PREFIX] ARGS`.
+/// `BINARY [-e stderr] [-p PREFIX] ARGS`: `-e stderr` where the binary
+/// has it ([`Args::stderr_log`]), so what the check says reaches the
+/// install, not the production error log.
 fn nginx(a: &Args, args: &[&str]) -> Result<Output> {
     let mut cmd = Command::new(&a.binary);
+    if a.stderr_log {
+        cmd.args(["-e", "stderr"]);
+    }
     if let Some(p) = &a.prefix {
         cmd.arg("-p").arg(p);
     }
@@ -196,12 +281,20 @@ pub(super) fn test_config(a: &Args) -> std::result::Result<(), String> {
     }
 }
 
-/// The files `BINARY -T` dumps (`# configuration file PATH:`).
-pub(super) fn config_files(a: &Args) -> Result<Vec<PathBuf>> {
+/// `BINARY -T` of the running configuration: its files as nginx read
+/// them, or nginx's words when the test fails.
+pub(super) fn dump(a: &Args) -> std::result::Result<Dump, String> {
     let out = nginx(a, &["-T"])?;
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.strip_prefix("# configuration file "))
-        .map(|l| PathBuf::from(l.trim_end_matches(':')))
-        .collect())
+    if out.status.success() {
+        Ok(Dump::parse(&String::from_utf8_lossy(&out.stdout)))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+impl Identity {
+    /// Whether the binary takes `-e stderr` (nginx 1.19.5 and later).
+    pub(super) fn has_e(&self) -> bool {
+        self.version_tuple().is_some_and(|v| v >= HAS_E)
+    }
 }

@@ -1,6 +1,7 @@
 //! Where the module and its `load_module` snippet go for the operator's
 //! nginx, and placing them there: the one before kept as `.so.old`, every
-//! file written beside and renamed, and all of it put back on failure.
+//! file written beside and renamed, and all of it (nginx.conf too, when
+//! `--edit-conf` changed it) put back on failure.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -17,6 +18,9 @@ const ENABLED_NAME: &str = "70-mod-http-generation-retry.conf";
 /// Elsewhere: a file in `modules.d/`, which nginx.conf includes.
 const SNIPPET_DIR: &str = "modules.d";
 const SNIPPET_NAME: &str = "generation-retry.conf";
+/// The snippet's first line when the install made its directory: how
+/// `uninstall` knows the directory is the install's to remove (once empty).
+pub const MADE_DIR_NOTE: &str = "# generation-retry: `cargo xtask install` made this directory for this file; `cargo xtask uninstall` removes both (the directory once empty)";
 
 /// Where the binary keeps its modules and configuration.
 #[derive(Debug, PartialEq, Eq)]
@@ -74,8 +78,28 @@ impl Layout {
         self.modules.join(format!("{MODULE_FILE}.old"))
     }
 
-    pub(super) fn snippet_text(&self) -> String {
-        format!("load_module {};\n", self.module().display())
+    /// The snippet: its `load_module` line, under [`MADE_DIR_NOTE`] when
+    /// the install made (`made_dir`) the directory it is in.
+    pub(super) fn snippet_text(&self, made_dir: bool) -> String {
+        let note = if made_dir {
+            format!("{MADE_DIR_NOTE}\n")
+        } else {
+            String::new()
+        };
+        format!("{note}load_module {};\n", self.module().display())
+    }
+
+    /// The directory of the snippet (`modules.d/`, `modules-enabled/`).
+    pub(super) fn snippet_dir(&self) -> &Path {
+        self.snippet.parent().unwrap_or(Path::new("/"))
+    }
+
+    /// nginx.conf as it was before `--edit-conf` first changed it:
+    /// `nginx.conf.before-generation-retry` beside it.
+    pub(super) fn backup(&self) -> PathBuf {
+        let name = self.conf.file_name().unwrap_or_default().to_string_lossy();
+        self.conf
+            .with_file_name(format!("{name}.before-generation-retry"))
     }
 
     /// The line that includes the snippet: [`Layout::include`], or the
@@ -150,18 +174,35 @@ pub(super) struct Undo {
     module: Was,
     previous: Was,
     snippet: Was,
-    snippet_dir_made: bool,
+    conf: Was,
+    backup: Was,
+    /// Whether the snippet's directory was missing: the install makes it.
+    pub(super) snippet_dir_made: bool,
 }
 
 impl Undo {
     pub(super) fn take(layout: &Layout) -> Result<Undo> {
-        let dir = layout.snippet.parent().unwrap_or(Path::new("/"));
         Ok(Undo {
             module: Was::read(&layout.module())?,
             previous: Was::read(&layout.previous())?,
             snippet: Was::read(&layout.snippet)?,
-            snippet_dir_made: !dir.is_dir(),
+            conf: Was::read(&layout.conf)?,
+            backup: Was::read(&layout.backup())?,
+            snippet_dir_made: !layout.snippet_dir().is_dir(),
         })
+    }
+
+    /// nginx.conf as it was.
+    pub(super) fn conf(&self) -> Option<&[u8]> {
+        match &self.conf {
+            Was::File(b) => Some(b),
+            Was::Absent => None,
+        }
+    }
+
+    /// Whether a backup of nginx.conf was there before.
+    pub(super) fn had_backup(&self) -> bool {
+        matches!(self.backup, Was::File(_))
     }
 
     /// Puts back every file as it was (each one tried, the first error
@@ -171,9 +212,11 @@ impl Undo {
             self.module.restore(&layout.module()),
             self.previous.restore(&layout.previous()),
             self.snippet.restore(&layout.snippet),
+            self.conf.restore(&layout.conf),
+            self.backup.restore(&layout.backup()),
         ];
         if self.snippet_dir_made {
-            let _ = fs::remove_dir(layout.snippet.parent().unwrap_or(Path::new("/")));
+            let _ = fs::remove_dir(layout.snippet_dir());
         }
         results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
     }
@@ -197,21 +240,49 @@ pub(super) fn put_in(layout: &Layout, new: &[u8], text: &str, same_module: bool)
         }
         replace(&module, new)?;
     }
-    let dir = layout.snippet.parent().unwrap_or(Path::new("/"));
+    let dir = layout.snippet_dir();
     fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     replace(&layout.snippet, text.as_bytes())
 }
 
-/// `path` replaced by `bytes` (mode 0644): written beside, then renamed.
+/// nginx.conf with the `include` of the snippets added (see
+/// [`super::conf::add_include`]), its state before kept as
+/// [`Layout::backup`] unless one is there from an earlier run.
+pub(super) fn edit_conf(layout: &Layout, before: &[u8], had_backup: bool) -> Result {
+    let text = String::from_utf8(before.to_vec())
+        .map_err(|_| format!("{}: not UTF-8 text; not edited", layout.conf.display()))?;
+    if !had_backup {
+        // As private as nginx.conf is.
+        let mode = mode_of(&layout.conf).unwrap_or(0o644);
+        replace_as(&layout.backup(), before, mode)?;
+    }
+    let edited = super::conf::add_include(&text, &layout.include_line());
+    replace(&layout.conf, edited.as_bytes())
+}
+
+/// `path` replaced by `bytes`, with the mode of the file there (0644 for
+/// a new one): written beside, then renamed.
 pub(super) fn replace(path: &Path, bytes: &[u8]) -> Result {
+    replace_as(path, bytes, mode_of(path).unwrap_or(0o644))
+}
+
+/// The permission bits of `path`, if it is there.
+fn mode_of(path: &Path) -> Option<u32> {
+    fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o7777)
+}
+
+/// `path` replaced by `bytes` with `mode`: written beside, then renamed.
+fn replace_as(path: &Path, bytes: &[u8], mode: u32) -> Result {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.new"));
-    write_file(&tmp, bytes)?;
+    write_file(&tmp, bytes, mode)?;
     fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result {
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result {
     fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o644))
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
         .map_err(|e| format!("{}: {e}", path.display()))
 }

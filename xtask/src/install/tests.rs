@@ -1,7 +1,11 @@
 //! The install commands' unit tests: `nginx -V` read, the tree's flags,
-//! the layout, a stale module told apart, and the options.
+//! the layout, a stale module told apart, the options, a `--for` that is
+//! no binary, and the configuration read and edited.
 
-use super::binary::parse_v;
+use std::os::unix::fs::PermissionsExt;
+
+use super::binary::{not_a_binary, parse_v};
+use super::conf::{add_include, remove_include, ADDED_NOTE};
 use super::*;
 use crate::build::MODULE_FILE;
 
@@ -156,10 +160,11 @@ fn help_names_every_option_parse_takes() {
         "--signing-keys",
         "--prefix",
         "--dry-run",
+        "--edit-conf",
     ] {
         assert!(super::USAGE.contains(option), "{option}");
         // Each is one `parse` knows (a value where it takes one).
-        let value = if option == "--dry-run" {
+        let value = if option == "--dry-run" || option == "--edit-conf" {
             None
         } else {
             Some("v")
@@ -180,4 +185,170 @@ fn help_names_every_option_parse_takes() {
     }
     let err = Args::parse(&["--frob".into()]).unwrap_err();
     assert!(err.contains(super::USAGE), "{err}");
+}
+
+#[test]
+fn edit_conf_is_an_option_and_off_by_default() {
+    let a = Args::parse(&["--for=/usr/sbin/nginx".into()]).unwrap();
+    assert!(!a.edit_conf);
+    let a = Args::parse(&["--for=/usr/sbin/nginx".into(), "--edit-conf".into()]).unwrap();
+    assert!(a.edit_conf);
+}
+
+/// `--for` naming nginx.conf, a directory or nothing is said for what it
+/// is before anything runs it (as root, running it said only
+/// `Permission denied`); an executable passes on to `-V`.
+#[test]
+fn a_for_that_is_no_binary_is_named_for_what_it_is() {
+    let dir = std::env::temp_dir().join(format!("xtask-for-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("sbin")).unwrap();
+    let conf = dir.join("nginx.conf");
+    fs::write(&conf, "user nginx;\nevents {\n}\n").unwrap();
+    fs::set_permissions(&conf, fs::Permissions::from_mode(0o644)).unwrap();
+    let err = not_a_binary(&conf).unwrap();
+    assert!(
+        err.contains("is not an executable (mode 0644)")
+            && err.contains("looks like a configuration file")
+            && err.contains("--for /usr/sbin/nginx"),
+        "{err}"
+    );
+    // Named otherwise, its directives give it away.
+    let renamed = dir.join("main");
+    fs::copy(&conf, &renamed).unwrap();
+    assert!(not_a_binary(&renamed)
+        .unwrap()
+        .contains("looks like a configuration file"));
+    let notes = dir.join("notes.txt");
+    fs::write(&notes, "hello\n").unwrap();
+    let err = not_a_binary(&notes).unwrap();
+    assert!(
+        err.contains("is not an executable") && !err.contains("configuration"),
+        "{err}"
+    );
+    let err = not_a_binary(&dir).unwrap();
+    assert!(
+        err.contains("is a directory: pass the nginx binary, e.g. --for /usr/sbin/nginx"),
+        "{err}"
+    );
+    // A prefix with the binary in it: that binary is named.
+    let bin = dir.join("sbin/nginx");
+    fs::write(&bin, "#!/bin/sh\n").unwrap();
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(not_a_binary(&dir)
+        .unwrap()
+        .contains(&format!("here: --for {}", bin.display())));
+    assert_eq!(not_a_binary(&bin), None);
+    let err = not_a_binary(&dir.join("nope")).unwrap();
+    assert!(err.contains("no such file"), "{err}");
+    // And identify says the same before running anything.
+    assert!(binary::identify(&conf)
+        .unwrap_err()
+        .contains("looks like a configuration file"));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// nginx.org's packaged nginx.conf, abridged.
+const NGINX_ORG_CONF: &str = "\
+user  nginx;
+worker_processes  auto;
+
+error_log  /var/log/nginx/error.log notice;
+pid        /run/nginx.pid;
+
+
+events {
+    worker_connections  1024;
+}
+
+
+http {
+    include       /etc/nginx/mime.types;
+    include /etc/nginx/conf.d/*.conf;
+}
+";
+
+/// `--edit-conf` puts the `include` at the top level, before the first
+/// block (a `load_module` is refused inside one), under its note; taking
+/// it out gives back the file as it was, and a line the operator wrote is
+/// never taken.
+#[test]
+fn the_include_is_added_before_the_first_block_and_taken_out_exactly() {
+    let line = "include /etc/nginx/modules.d/*.conf;";
+    let edited = add_include(NGINX_ORG_CONF, line);
+    assert!(
+        edited.contains(&format!(
+            "pid        /run/nginx.pid;\n\n\n{ADDED_NOTE}\n{line}\nevents {{\n"
+        )),
+        "{edited}"
+    );
+    assert_eq!(
+        remove_include(&edited, line).as_deref(),
+        Some(NGINX_ORG_CONF)
+    );
+    // By hand, unmarked: left alone.
+    let by_hand = NGINX_ORG_CONF.replace("events {", &format!("{line}\nevents {{"));
+    assert_eq!(remove_include(&by_hand, line), None);
+    // A block word in a comment or inside a block is no top-level block;
+    // `http{` without a blank is one.
+    let conf = "# events are logged\nload_module a.so;\nhttp{\n  events_x 1;\n}\n";
+    let edited = add_include(conf, line);
+    assert!(
+        edited.starts_with(&format!(
+            "# events are logged\nload_module a.so;\n{ADDED_NOTE}\n{line}\nhttp{{"
+        )),
+        "{edited}"
+    );
+    // With no block at all: at the end, after a missing newline.
+    assert_eq!(
+        add_include("worker_processes 1;", line),
+        format!("worker_processes 1;\n{ADDED_NOTE}\n{line}\n")
+    );
+}
+
+/// `nginx -T` read: which files nginx read, and every use of the
+/// module's directives and variables with its file and line, but in the
+/// snippet, in comments and inside other names.
+#[test]
+fn the_dump_names_the_files_and_every_use_of_the_module() {
+    let dump = Dump::parse(&format!(
+        "# configuration file /etc/nginx/nginx.conf:\n\
+         include /etc/nginx/modules.d/*.conf;\n\
+         http {{\n\
+         \x20   log_format m '$remote_addr $generation_retry_resnapshots';\n\
+         \x20   generation_retry_resnapshot on;  # generation_retry_status here is a comment\n\
+         }}\n\n\
+         # configuration file /etc/nginx/modules.d/generation-retry.conf:\n\
+         load_module /usr/lib/nginx/modules/{MODULE_FILE};\n\n\
+         # configuration file /etc/nginx/conf.d/status.conf:\n\
+         server {{ location = /gr {{ generation_retry_status; }} }}\n"
+    ));
+    let snippet = Path::new("/etc/nginx/modules.d/generation-retry.conf");
+    assert!(dump.includes(snippet));
+    assert!(!dump.includes(Path::new("/etc/nginx/modules.d/other.conf")));
+    let uses: Vec<String> = dump.uses(snippet).iter().map(|u| u.to_string()).collect();
+    assert_eq!(
+        uses,
+        [
+            "/etc/nginx/nginx.conf:3: log_format m '$remote_addr $generation_retry_resnapshots';",
+            "/etc/nginx/nginx.conf:4: generation_retry_resnapshot on;  # generation_retry_status here is a comment",
+            "/etc/nginx/conf.d/status.conf:1: server { location = /gr { generation_retry_status; } }",
+        ]
+    );
+    // The snippet's load_module names the module's file, no directive.
+    assert!(dump.uses(Path::new("/elsewhere")).len() == 3);
+}
+
+/// The snippet says so when the install made its directory: how
+/// uninstall knows to remove the directory too.
+#[test]
+fn the_snippet_notes_a_directory_the_install_made() {
+    let l = Layout::of(&id("--with-compat"), Some(Path::new("/tmp/p")));
+    let line = format!("load_module /tmp/p/modules/{MODULE_FILE};\n");
+    assert_eq!(l.snippet_text(false), line);
+    assert_eq!(l.snippet_text(true), format!("{MADE_DIR_NOTE}\n{line}"));
+    assert_eq!(
+        l.backup(),
+        Path::new("/tmp/p/conf/nginx.conf.before-generation-retry")
+    );
 }

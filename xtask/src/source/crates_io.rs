@@ -5,6 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::download::remedies;
 use crate::workspace::{cargo, target_dir, Result};
 
 /// The releases of the `nginx-src` crate, by the nginx they carry (the
@@ -39,9 +40,11 @@ pub(super) fn from_crate(krate: &str) -> Result<(PathBuf, String)> {
         .output()
         .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
     if !out.status.success() {
+        let nginx = krate.rsplit('+').next().unwrap_or(krate);
         return Err(format!(
-            "cargo could not fetch nginx-src {krate}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+            "cargo could not fetch nginx-src {krate} (nginx {nginx}) from crates.io: {}\n{}",
+            String::from_utf8_lossy(&out.stderr).trim(),
+            remedies(&super::tarball_name(nginx))
         ));
     }
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout)

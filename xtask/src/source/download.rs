@@ -1,12 +1,15 @@
 //! nginx.org's release tarballs (or `GENERATION_RETRY_NGINX_URL`'s):
 //! downloaded with curl into the cache, and checked at every use against
 //! `--sha256` or their detached signature by the release keys (`pgp.rs`).
+//! A download that fails is said once (curl's retries each repeat its
+//! error), with the other ways to give the source ([`remedies`]).
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::mirror::MIRROR_ENV;
 use super::pgp::{self, release_keys};
 use super::trees::sha256;
 use super::{given_sha256, Options};
@@ -83,8 +86,34 @@ pub(super) fn signature_check(file: &Path, sig: &Path, opts: &Options) -> Result
     Ok(fpr)
 }
 
-/// `curl` to `dest` (written beside, then renamed: never half a file).
-fn download(url: &str, dest: &Path) -> Result {
+/// The ways to give nginx's source when it cannot be downloaded, for the
+/// release tarball `tarball` (`nginx-1.30.4.tar.gz`).
+pub(super) fn remedies(tarball: &str) -> String {
+    format!(
+        "Without a network, give the source another way:\n  \
+         --nginx-source PATH   that exact version's source: {tarball} (from \
+         {NGINX_ORG}, fetched on another machine) or its unpacked tree\n  \
+         {MIRROR_ENV}=DIR   a directory holding {tarball}, listed in a SHA256SUMS \
+         beside it (or with its .asc)\n  \
+         {URL_ENV}=URL   a server laid out as {NGINX_ORG} (URL/{tarball} and its .asc)"
+    )
+}
+
+/// curl's error lines, each once: `--retry` repeats the same line for
+/// every attempt.
+fn said_once(stderr: &str) -> String {
+    let mut lines: Vec<&str> = Vec::new();
+    for l in stderr.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if !lines.contains(&l) {
+            lines.push(l);
+        }
+    }
+    lines.join("\n")
+}
+
+/// `curl` to `dest` (written beside, then renamed: never half a file);
+/// when it fails, curl's words once and [`remedies`].
+pub(super) fn download(url: &str, dest: &Path) -> Result {
     eprintln!("xtask: downloading {url}");
     let part = PathBuf::from(format!("{}.part", dest.display()));
     let out = Command::new("curl")
@@ -101,9 +130,11 @@ fn download(url: &str, dest: &Path) -> Result {
         })?;
     if !out.status.success() {
         let _ = fs::remove_file(&part);
+        let name = url.rsplit('/').next().unwrap_or(url);
         return Err(format!(
-            "downloading {url} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+            "downloading {url} failed: {}\n{}",
+            said_once(&String::from_utf8_lossy(&out.stderr)),
+            remedies(name.trim_end_matches(".asc"))
         ));
     }
     fs::rename(&part, dest).map_err(|e| format!("{}: {e}", dest.display()))

@@ -165,3 +165,63 @@ fn the_version_is_read_from_nginx_h() {
         .unwrap_err()
         .contains("not an nginx source tree"));
 }
+
+/// A port on 127.0.0.1 that was bound and let go: nothing listens there.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// With nginx.org out of reach (here a closed loopback port) and no
+/// mirror, the download's failure is said once and names the other ways
+/// to give the source: `--nginx-source`, the mirror, another URL.
+#[test]
+fn a_failed_download_names_the_other_ways_once() {
+    let dir = std::env::temp_dir().join(format!("xtask-nonet-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/download/nginx-1.29.9.tar.gz",
+        closed_port()
+    );
+    let err = download::download(&url, &dir.join("nginx-1.29.9.tar.gz")).unwrap_err();
+    for remedy in [
+        "--nginx-source PATH",
+        MIRROR_ENV,
+        URL_ENV,
+        "nginx-1.29.9.tar.gz",
+    ] {
+        assert!(err.contains(remedy), "{remedy}: {err}");
+    }
+    assert_eq!(err.matches("curl: (7)").count(), 1, "{err}");
+    assert!(!dir.join("nginx-1.29.9.tar.gz").exists());
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A server that fails in a way curl retries (503, as an overloaded
+/// nginx.org or a proxy answers): curl says its error at each of its
+/// three attempts; the install says it once.
+#[test]
+fn curl_retrying_is_said_once() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    let dir = std::env::temp_dir().join(format!("xtask-503-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let url = format!("http://127.0.0.1:{port}/download/nginx-1.29.9.tar.gz.asc");
+    let err = download::download(&url, &dir.join("sig")).unwrap_err();
+    assert_eq!(err.matches("503").count(), 1, "{err}");
+    assert!(err.contains("--nginx-source"), "{err}");
+    // The tarball's name, not its signature's, is what to look for.
+    assert!(err.contains("holding nginx-1.29.9.tar.gz,"), "{err}");
+    let _ = fs::remove_dir_all(&dir);
+}
