@@ -82,6 +82,8 @@ fn main() -> ExitCode {
         "build" if rest.iter().any(|a| a == "--for" || a.starts_with("--for=")) => {
             install::build_for(rest)
         }
+        // Their options, which `versions::parse` reads.
+        "build" | "nginx-test" | "nginx-tests" if versions::help(cmd, rest) => Ok(()),
         "build" => build::command(rest),
         "check" => check::command(rest),
         "debian" => debian::command(rest),

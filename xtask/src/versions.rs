@@ -67,6 +67,67 @@ pub struct Selection {
     pub source: Option<PathBuf>,
 }
 
+/// What `build`, `nginx-test` and `nginx-tests` do, by command.
+const DOES: &[(&str, &str)] = &[
+    (
+        "build",
+        "nginx, the patched nginx and the module, into target/nginx/VERSION/",
+    ),
+    (
+        "nginx-test",
+        "build, then the unit tests and the nginx integration suite \
+         (--nginx all: CI's run)",
+    ),
+    (
+        "nginx-tests",
+        "build, then nginx's own test suite (nginx-tests), four ways",
+    ),
+];
+
+/// `cargo xtask COMMAND --help` for the commands whose options [`parse`]
+/// reads (`build`, `nginx-test`, `nginx-tests`).
+pub fn usage(command: &str) -> String {
+    let does = DOES
+        .iter()
+        .find(|(c, _)| *c == command)
+        .map_or("", |(_, d)| d);
+    let mut out = format!(
+        "cargo xtask {command} [--nginx VERSION|all] [--nginx-source PATH]{}\n  {does}\n\n\
+         \x20 --nginx VERSION|all   one nginx (default {DEFAULT}): a release X.Y.Z, master-COMMIT,\n\
+         \x20                       tengine-X.Y.Z or angie-X.Y.Z; all: CI's versions,\n\
+         \x20                       {}\n\
+         \x20 --nginx-source PATH   an nginx source tree or .tar.gz of your own (the version\n\
+         \x20                       is the tree's)\n",
+        if command == "build" { "" } else { " [-- ARGS]" },
+        MATRIX.join(", ")
+    );
+    if command == "build" {
+        out.push_str(
+            "  --for NGINX_BINARY    only the module, for that binary (its options:\n\
+             \x20                       cargo xtask build --for BINARY --help)\n",
+        );
+    } else {
+        out.push_str(
+            "  -- ARGS               after `--`, to the test binaries (e.g. a test name filter)\n",
+        );
+    }
+    out.push_str("  --help, -h            this");
+    out
+}
+
+/// Whether `args` ask for `--help` (or `-h`) before any `--` (what follows
+/// it is the test binaries'): then [`usage`] is printed.
+pub fn help(command: &str, args: &[String]) -> bool {
+    let asked = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--help" || a == "-h");
+    if asked {
+        println!("{}", usage(command));
+    }
+    asked
+}
+
 /// Parses `--nginx VERSION|all` and `--nginx-source PATH` (also as
 /// `--opt=value`); returns them and the arguments after `--`.
 pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
@@ -212,6 +273,30 @@ mod tests {
         let (s, _) = parse(&args("--nginx-source /src/nginx-1.29.0")).unwrap();
         assert_eq!(s.which, Which::One(String::new()));
         assert_eq!(s.source, Some(PathBuf::from("/src/nginx-1.29.0")));
+    }
+
+    /// `build --help` and `nginx-test --help` print their options (they
+    /// said `unknown option`); a `--help` after `--` is the test
+    /// binaries'.
+    #[test]
+    fn help_is_asked_before_the_separator_and_names_every_option() {
+        for command in ["build", "nginx-test", "nginx-tests"] {
+            assert!(help(command, &args("--help")));
+            assert!(help(command, &args("--nginx 1.30.4 -h")));
+            assert!(!help(command, &args("--nginx 1.30.4")));
+            assert!(!help(command, &args("-- --help")));
+            let text = usage(command);
+            for option in ["--nginx VERSION|all", "--nginx-source PATH", DEFAULT] {
+                assert!(text.contains(option), "{command}: {option}: {text}");
+            }
+            assert!(text.contains(DOES.iter().find(|(c, _)| *c == command).unwrap().1));
+        }
+        assert!(usage("build").contains("--for NGINX_BINARY"));
+        assert!(usage("nginx-test").contains("-- ARGS"));
+        // Every option the usage names, parse takes.
+        for a in ["--nginx 1.30.4", "--nginx all", "--nginx-source /src/nginx"] {
+            assert!(parse(&args(a)).is_ok(), "{a}");
+        }
     }
 
     #[test]
