@@ -10,7 +10,9 @@
 //! manifests, the README and `docs/`, every crate in `vendor/` (`cargo
 //! vendor --locked`) and a `.cargo/config.toml` that builds from there with
 //! the network off (`config.make` runs cargo in the module's directory, so
-//! cargo reads that file).
+//! cargo reads that file). Its README opens with what its reader runs
+//! ([`release_readme`]): the repository's `cargo xtask` commands need a
+//! clone, which the tarball is not.
 //!
 //! Its workspace is the module and `module/core` alone: the test crate,
 //! xtask and the diagnosis tool would vendor tokio, reqwest and hickory for
@@ -88,6 +90,9 @@ pub fn command(args: &[String]) -> Result {
             copy(&root.join(&*file), &stage.join(&*file))?;
         }
     }
+    let readme = stage.join("README.md");
+    fs::write(&readme, release_readme(&read(&readme)?, &name))
+        .map_err(|e| format!("{}: {e}", readme.display()))?;
     for dir in DIRS {
         for file in files(&root.join(dir), &|n| n == "target")? {
             let rel = file.strip_prefix(&root).map_err(|e| e.to_string())?;
@@ -184,6 +189,44 @@ pub fn command(args: &[String]) -> Result {
     println!("size    {size} bytes ({:.1} MiB)", size as f64 / 1048576.0);
     println!("sha256  {sha}");
     Ok(())
+}
+
+/// The release's README: what its reader runs to build and install the
+/// module from it (nginx's `./configure --add-dynamic-module`, `make
+/// modules`, the shared object installed beside, never copied over, the
+/// one nginx has loaded), then the repository's README, whose `cargo
+/// xtask` commands need a clone.
+fn release_readme(readme: &str, name: &str) -> String {
+    let so = "ngx_http_upstream_generation_retry_module.so";
+    format!(
+        "# {name}: the source release
+
+This tarball builds the module as any third-party nginx module, with the
+network off (every crate is in `vendor/`). The `cargo xtask` commands in
+the README below (`install`, `uninstall`, `dist`) need a clone of the
+repository: from this tarball, build in the source tree of exactly the
+nginx you run (`nginx -V` prints its version and arguments), with cargo
+(Rust 1.88 or newer), a C compiler and libclang:
+
+    cd nginx-1.30.4
+    ./configure --with-compat --add-dynamic-module=/path/to/{name}
+    make modules
+
+(an nginx built without `--with-compat`: configure with all the arguments
+its `nginx -V` prints instead). Install `objs/{so}` into the modules path
+(`nginx -V`: `--modules-path`) with `install`, which writes a new file:
+copying over the `.so` a running nginx has loaded changes its mapped pages
+and can crash it at the next reload.
+
+    install -m 644 objs/{so} /usr/lib/nginx/modules/
+
+Load it at the top of nginx.conf, outside any block, then `nginx -t` and
+reload:
+
+    load_module /usr/lib/nginx/modules/{so};
+
+{readme}"
+    )
 }
 
 /// `[--out DIR]`: where the tarball goes (default `target/dist`).
@@ -413,6 +456,27 @@ mod tests {
         let lock = lock_packages(&read(&root().join("Cargo.lock")).unwrap());
         assert!(lock.iter().any(|(n, _)| n == "ngx"));
         assert!(lock.iter().any(|(n, _)| n == "tokio"));
+    }
+
+    /// The release's README says what its reader runs, before the
+    /// repository's README (whose `cargo xtask install` the tarball
+    /// cannot run).
+    #[test]
+    fn the_release_readme_says_what_the_tarball_runs() {
+        let repo = read(&root().join("README.md")).unwrap();
+        let text = release_readme(&repo, "generation-retry-9.9.9");
+        let (preface, rest) = text.split_once("\n# ").unwrap();
+        assert_eq!(format!("# {rest}"), repo);
+        for says in [
+            "./configure --with-compat --add-dynamic-module=/path/to/generation-retry-9.9.9",
+            "make modules",
+            "install -m 644 objs/ngx_http_upstream_generation_retry_module.so",
+            "load_module /usr/lib/nginx/modules/ngx_http_upstream_generation_retry_module.so;",
+            "need a clone",
+        ] {
+            assert!(preface.contains(says), "{says}: {preface}");
+        }
+        assert!(!preface.contains("cargo xtask install --for"), "{preface}");
     }
 
     #[test]
