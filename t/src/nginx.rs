@@ -19,7 +19,10 @@ mod logs;
 mod ports;
 mod process;
 
-pub use builds::{install_dir, is_tengine, module_build, module_target_dir, version};
+pub use builds::{
+    install_dir, is_angie, is_tengine, keepalive_by_default, module_build, module_target_dir,
+    version,
+};
 pub use config::{test_config, test_config_under, Config, ConfigTest, Flavor};
 pub use ports::{free_port, free_port_at, refusing_port};
 pub(crate) use process::kill;

@@ -47,6 +47,25 @@ pub fn is_tengine() -> bool {
     })
 }
 
+/// Whether the nginx under test is Angie (`nginx -v` says
+/// `Angie version: Angie/X.Y.Z`). Angie names an nginx version in `-V` but
+/// does not have everything that version has: its upstream `keepalive`,
+/// for one, is not on by default and refuses `0`.
+pub fn is_angie() -> bool {
+    static ANGIE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ANGIE.get_or_init(|| {
+        let binary = installed("stock/sbin/nginx");
+        let out = Command::new(&binary).arg("-v").output().expect("nginx -v");
+        String::from_utf8_lossy(&out.stderr).contains("Angie version:")
+    })
+}
+
+/// Whether upstream `keepalive` is on without the directive: nginx from
+/// 1.29.7 (32 connections per worker), not Angie.
+pub fn keepalive_by_default() -> bool {
+    version() >= (1, 29, 7) && !is_angie()
+}
+
 /// `rel` under [`install_dir`], which must be there.
 pub(super) fn installed(rel: &str) -> PathBuf {
     let path = install_dir().join(rel);

@@ -51,7 +51,7 @@ pub const TWO_PEERS_SERVERS: &str =
     "server app.test:${BPORT} resolve;\n        server 127.0.0.4:${BPORT} max_fails=0;";
 
 /// nginx 1.29.7 turned upstream `keepalive` on by default (32 connections
-/// per worker). A spec without keepalive then says `keepalive 0;`, so it
+/// per worker; not Angie, which names that version). A spec without keepalive then says `keepalive 0;`, so it
 /// means the same thing on every version: a failed attempt is never on a
 /// cached connection, whose failure nginx would not count as a try.
 pub(super) fn without_default_keepalive(
@@ -63,7 +63,7 @@ pub(super) fn without_default_keepalive(
     let named = [servers.as_str(), pre, extra]
         .iter()
         .any(|t| t.contains("keepalive "));
-    if keepalive || named || crate::nginx::version() < (1, 29, 7) {
+    if keepalive || named || !crate::nginx::keepalive_by_default() {
         servers
     } else {
         format!("{servers}\n        keepalive 0;")
