@@ -65,9 +65,10 @@ pub const TENGINE_TESTS: &[&str] = &[
 ];
 
 /// Angie's: no module builds for it (`angie.rs` checks why), so the
-/// races of stock Angie and of the patched one, http and stream (the
-/// module's tests are skipped by name, said out loud).
-pub const ANGIE_TESTS: &[&str] = &["race", "patched", "stream", "angie"];
+/// races of stock Angie and of the patched one, http (through every
+/// protocol) and stream (the module's tests are skipped by name, said out
+/// loud).
+pub const ANGIE_TESTS: &[&str] = &["race", "patched", "stream", "protocols", "angie"];
 
 /// [`MATRIX_TESTS`] but the operator's install, for 1.30.4, whose install
 /// path (the loopback nginx.org, a signed tarball) 1.31.4 proves. CI's

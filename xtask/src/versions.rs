@@ -24,15 +24,17 @@ use crate::workspace::Result;
 pub use crate::workspace::DEFAULT;
 
 /// Every version CI builds and tests, the default first: nginx's
-/// releases, its development branch at a commit, and Tengine (nginx 1.31.3
-/// inside), whose sources come from the mirror (`../shared/nginx` and
-/// `../shared/forks` in CI) or `--nginx-source`.
+/// releases, its development branch at a commit, Angie (no module: its
+/// stock and patched builds) and Tengine (nginx 1.31.3 inside), whose
+/// sources come from the mirror (`../shared/nginx` and `../shared/forks`
+/// in CI) or `--nginx-source`.
 pub const MATRIX: &[&str] = &[
     "1.28.0",
     "1.28.3",
     "1.30.4",
     "1.31.4",
     "master-3f6f782",
+    "angie-1.12.1",
     "tengine-3.2.0",
 ];
 
