@@ -1,7 +1,10 @@
 //! What the install says, refuses or leaves alone before it builds
 //! anything: an nginx older than 1.27.3 is not affected, a binary without
-//! `--with-compat` is refused with the way to build, a tampered tarball or
-//! a wrong signature is refused, and a dry run changes nothing.
+//! `--with-compat` is refused with the way to build, a `--for` that is
+//! nginx.conf or a directory is named for what it is, without a network
+//! the error names the other ways to the source, a tampered tarball or a
+//! wrong signature is refused, every command takes `--help`, and a dry
+//! run changes nothing.
 
 use std::fs;
 
@@ -171,4 +174,83 @@ fn a_dry_run_changes_nothing() {
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(before, after);
+}
+
+/// A clone with no network and no mirror (nginx.org a closed loopback
+/// port here), for a version no crate carries: the download's failure is
+/// said once, with `--nginx-source`, the mirror and another URL as the
+/// ways out.
+#[test]
+fn without_a_network_or_a_mirror_the_error_names_nginx_source() {
+    let dir = scratch("no-network");
+    let bin = fake_nginx(&dir, "1.29.9", "--with-compat");
+    let run = xtask(
+        &["install", "--for", bin.to_str().unwrap()],
+        &nowhere(),
+        &dir.join("cache"),
+    );
+    assert!(!run.ok, "{}", run.said());
+    for remedy in [
+        "--nginx-source PATH",
+        "GENERATION_RETRY_NGINX_MIRROR=DIR",
+        "GENERATION_RETRY_NGINX_URL=URL",
+        "nginx-1.29.9.tar.gz",
+    ] {
+        assert!(run.stderr.contains(remedy), "{remedy}: {}", run.said());
+    }
+    assert_eq!(run.stderr.matches("curl: (7)").count(), 1, "{}", run.said());
+}
+
+/// `--for` naming nginx.conf or a directory is said for what it is (it
+/// said `Permission denied`).
+#[test]
+fn a_for_that_is_no_binary_is_named_for_what_it_is() {
+    let p = prefix_with("for", "events {}\n");
+    let conf = p.join("conf/nginx.conf");
+    let cache = p.join("cache");
+    let run = xtask(
+        &["install", "--for", conf.to_str().unwrap()],
+        &nowhere(),
+        &cache,
+    );
+    assert!(
+        !run.ok
+            && run.stderr.contains("is not an executable")
+            && run.stderr.contains("looks like a configuration file")
+            && !run.stderr.contains("Permission denied"),
+        "{}",
+        run.said()
+    );
+    let run = xtask(
+        &["uninstall", "--for", p.to_str().unwrap()],
+        &nowhere(),
+        &cache,
+    );
+    assert!(
+        !run.ok && run.stderr.contains("is a directory: pass the nginx binary"),
+        "{}",
+        run.said()
+    );
+}
+
+/// Every operator's and developer's command prints its usage for
+/// `--help` (`build` and `nginx-test` said `unknown option`), and runs
+/// nothing.
+#[test]
+fn every_command_takes_help() {
+    let dir = scratch("help");
+    for (command, names) in [
+        ("install", "--edit-conf"),
+        ("uninstall", "--for NGINX_BINARY"),
+        ("build", "--nginx VERSION|all"),
+        ("nginx-test", "--nginx-source PATH"),
+        ("nginx-tests", "-- ARGS"),
+    ] {
+        let run = xtask(&[command, "--help"], &nowhere(), &dir);
+        assert!(
+            run.ok && run.stdout.contains(names) && !run.said().contains("unknown option"),
+            "{command}: {}",
+            run.said()
+        );
+    }
 }

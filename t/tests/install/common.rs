@@ -159,7 +159,8 @@ pub(crate) fn prefix_with(name: &str, conf: &str) -> PathBuf {
     p
 }
 
-fn is_root() -> bool {
+/// Whether the tests run as root (then nginx.conf says `user root;`).
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }

@@ -84,12 +84,17 @@ async fn installs_a_working_module_into_the_nginx_under_test() {
     lab.assert_rescued(&race);
     lab.finish();
 
-    // While the configuration uses the module, uninstall takes nothing.
+    // While the configuration uses the module, uninstall takes nothing,
+    // and names every use at once (nginx names only the first).
     let conf = p.join("conf/nginx.conf");
     let plain = fs::read_to_string(&conf).unwrap();
-    let using = plain.replace("http { }", "http { generation_retry_resnapshot on; }");
+    let using = plain.replace(
+        "http { }",
+        "http {\n    generation_retry_resnapshot on;\n    log_format gr '$generation_retry_resnapshots';\n    \
+         server {\n        listen 127.0.0.1:1;\n        location = /gr { generation_retry_status; }\n    }\n}",
+    );
     assert_ne!(using, plain);
-    fs::write(&conf, using).unwrap();
+    fs::write(&conf, &using).unwrap();
     let uninstall = || {
         let args = [
             "uninstall",
@@ -102,10 +107,27 @@ async fn installs_a_working_module_into_the_nginx_under_test() {
     };
     let out = uninstall();
     assert!(
-        !out.ok && out.stderr.contains("was put back and nothing was removed"),
+        !out.ok
+            && out.stderr.contains("still uses the module in 3 places")
+            && out.stderr.contains("nothing was removed"),
         "{}",
         out.said()
     );
+    let line_of = |text: &str| {
+        let n = using.lines().position(|l| l.contains(text)).unwrap() + 1;
+        format!("{}:{n}: ", conf.display())
+    };
+    for used in [
+        "generation_retry_resnapshot on;",
+        "$generation_retry_resnapshots",
+        "generation_retry_status;",
+    ] {
+        assert!(
+            out.stderr.contains(&line_of(used)),
+            "{used}: {}",
+            out.said()
+        );
+    }
     assert!(so.exists() && snippet.exists());
     fs::write(&conf, plain).unwrap();
     let out = uninstall();

@@ -15,6 +15,9 @@
 //! - [`installed`]: the whole install into the real nginx under test, its
 //!   roll-back when `nginx -t` fails, and the module of an older nginx
 //!   replaced after an upgrade;
+//! - [`conf`]: what it does to the configuration (the `include` printed or
+//!   added with `--edit-conf`, `uninstall` leaving nothing it made, the
+//!   production error log untouched by its `nginx -t` runs);
 //!
 //! and what they share: [`common`], `cargo xtask` run in a clean copy and
 //! the prefixes it installs into; [`release`], the stand-in for nginx.org
@@ -22,5 +25,6 @@
 
 mod before_build;
 mod common;
+mod conf;
 mod installed;
 mod release;

@@ -234,9 +234,14 @@ impl Release {
     /// `cargo xtask install --for STOCK --prefix P` with this release's key
     /// (one build at a time).
     pub(crate) fn install_into(&self, p: &Path) -> Run {
+        self.install_with(p, &[])
+    }
+
+    /// [`Release::install_into`] with `extra` options (`--edit-conf`).
+    pub(crate) fn install_with(&self, p: &Path, extra: &[&str]) -> Run {
         let _one = building();
         let stock = stock();
-        let args = [
+        let mut args = vec![
             "install",
             "--for",
             stock.to_str().unwrap(),
@@ -245,6 +250,7 @@ impl Release {
             "--signing-keys",
             self.key.keys.to_str().unwrap(),
         ];
+        args.extend(extra);
         xtask(&args, &self.url, &p.join("cache"))
     }
 }
