@@ -61,7 +61,8 @@ cargo xtask install --for NGINX_BINARY [OPTIONS]    build, prove, install, `ngin
 cargo xtask build --for NGINX_BINARY [OPTIONS]      build and prove only
 cargo xtask uninstall --for NGINX_BINARY [--prefix DIR] [--dry-run]
 
-  --for NGINX_BINARY   the nginx to build for, as `nginx -V` describes it
+  --for NGINX_BINARY   the nginx binary to build for (/usr/sbin/nginx, not
+                       nginx.conf), as its `nginx -V` describes it
   --nginx-source PATH  that version's source tree or tarball (else the
                        mirror, the nginx-src crate, or nginx.org, signed)
   --sha256 HEX         the tarball's expected SHA-256

@@ -138,8 +138,9 @@ nginx-tests  build, then only nginx's own test suite (nginx-tests: upstream,
 install      the operator's command: build the module for the nginx binary named
              and install it beside that nginx, proven with its nginx -t
              --for NGINX_BINARY    required; --nginx-source PATH, --sha256 HEX,
-                                   --signing-keys DIR, --prefix DIR, --dry-run
-uninstall    take it out again (--for NGINX_BINARY [--prefix DIR] [--dry-run])
+                                   --signing-keys DIR, --prefix DIR, --dry-run,
+                                   --edit-conf (`cargo xtask install --help`)
+uninstall    take out what install made (--for NGINX_BINARY [--prefix DIR] [--dry-run])
 debian       build the module from Debian's nginx-dev as Debian builds modules,
              package target/debian/libnginx-mod-http-generation-retry_*.deb and run
              the races in Debian's own nginx; `--suite sid` takes the current
