@@ -21,6 +21,8 @@
 use std::path::Path;
 
 use generation_retry_t::nginx::{install_dir, is_angie, module_build};
+use generation_retry_t::scenarios::lab::{run_arm, Arm, Options};
+use generation_retry_t::scenarios::labels::{score, Truth, MIN_SHARE};
 
 /// The module's build against `objs` with `clang_args` for bindgen: its
 /// failure's words, or a panic naming the step that now builds.
@@ -70,4 +72,25 @@ fn ngx_0_5_cannot_build_for_angie_yet() {
         !said.contains("spare1"),
         "-Dangie_sign=spare1 no longer renames the field:\n{said}"
     );
+}
+
+/// `generation-retry-diagnose` reads Angie's logs: the lab's stock arm on
+/// stock Angie (its error log says `angie`, its race is nginx's), scored
+/// against the arm's construction as `statistical.rs` scores stock nginx.
+/// On nginx, `statistical.rs` is this check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stock_angie_logs_are_diagnosed() {
+    if !is_angie() {
+        return;
+    }
+    let opts = Options::short();
+    let r = run_arm(Arm::Stock, &opts, |_| {}).await;
+    let mut failed = Arm::Stock.check(&r, &opts);
+    let s = score(&r, Truth::ByConstruction);
+    eprintln!("generation-retry-diagnose on Angie's {}", s.line());
+    failed.extend(s.failures(MIN_SHARE));
+    if s.total("generation-retry") == 0 {
+        failed.push("no generation-retry 502 to place".to_string());
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
 }
