@@ -39,8 +39,8 @@ use ngx::core::{Pool, Status};
 use ngx::ffi::{
     kill, ngx_conf_t, ngx_cycle_t, ngx_int_t, ngx_last_process, ngx_log_t, ngx_pagesize, ngx_pid,
     ngx_processes, ngx_shared_memory_add, ngx_shm_zone_t, ngx_slab_calloc, ngx_slab_free,
-    ngx_slab_page_t, ngx_slab_pool_t, ngx_slab_stat_t, ngx_str_t, ESRCH, NGX_LOG_EMERG,
-    NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_MAX_PROCESSES,
+    ngx_slab_page_t, ngx_slab_pool_t, ngx_slab_stat_t, ngx_str_t, ngx_test_config, ESRCH,
+    NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_MAX_PROCESSES,
 };
 use ngx::ngx_log_error;
 
@@ -432,16 +432,30 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> n
         // with its own configuration.
         unsafe { (r.assign)(r.conf, &mut assigner) };
     }
-    let freed = assigner.reclaim();
+    // A new zone (the module's first configuration in this master: epoch
+    // 1) holds this configuration's slots alone: nothing to free, and the
+    // master's children, which never had the module, are not asked for a
+    // record they cannot have made.
+    let freed = if epoch == 1 { 0 } else { assigner.reclaim() };
     // SAFETY: as above.
     let upstreams = unsafe { (*shared).slots };
-    ngx_log_error!(
-        NGX_LOG_NOTICE,
-        zone.shm.log,
-        "{}",
-        log::zone_usage(ZONE_NAME, epoch, upstreams, freed)
-    );
+    if !testing_config() {
+        ngx_log_error!(
+            NGX_LOG_NOTICE,
+            zone.shm.log,
+            "{}",
+            log::zone_usage(ZONE_NAME, epoch, upstreams, freed)
+        );
+    }
     Status::NGX_OK.into()
+}
+
+/// Whether this is `nginx -t` (or `-T`): its zone is thrown away, so its
+/// usage is not said, least of all into the running nginx's error log.
+fn testing_config() -> bool {
+    // SAFETY: set once from the command line before any configuration is
+    // read, and only read after, in the master.
+    unsafe { ptr::addr_of!(ngx_test_config).read() != 0 }
 }
 
 /// The shared counters, set up in the zone's init: the old cycle's when the

@@ -539,3 +539,52 @@ async fn a_full_worker_table_is_said_and_frees_nothing() {
     assert_eq!(freed(&log).last(), Some(&1), "{:?}", freed(&log));
     nginx.finish();
 }
+
+/// What an operator sees putting the module into a running nginx (issue
+/// 40): `nginx -t` of the new configuration writes nothing of the module's
+/// into the production error log (a test's zone is thrown away), and the
+/// reload that loads the module says the zone's usage once, not that
+/// processes "have not recorded their configuration": the old workers
+/// never had the module, and a new zone holds nothing of theirs to keep or
+/// free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loading_the_module_into_a_running_nginx_says_only_the_zones_usage() {
+    let backend = Backend::start().await;
+    let plain = format!(
+        "server {{ listen 127.0.0.1:${{PORT}}; location / {{ proxy_pass http://{ADDR_A}:{}; }} }}",
+        backend.port()
+    );
+    let nginx = Nginx::start(&Config::new(Flavor::stock(), plain));
+    let with_module = Config::new(
+        Flavor::with_module(),
+        format!(
+            "generation_retry_resnapshot on;\n    \
+             upstream be {{ zone be 64k; server {ADDR_A}:{}; }}\n    {}",
+            backend.port(),
+            server(&[("/be", "be")])
+        ),
+    );
+    let before = nginx.error_log();
+    let (ok, said) = nginx.test_config(&with_module);
+    assert!(ok, "nginx -t: {said}");
+    let after_test = nginx.error_log();
+    assert_eq!(
+        after_test
+            .strip_prefix(before.as_str())
+            .map(|new| new.contains("generation_retry")),
+        Some(false),
+        "nginx -t wrote into the running nginx's error log:\n{after_test}"
+    );
+    assert!(!said.contains("shared zone"), "nginx -t said: {said}");
+
+    nginx.reconfigure(&with_module);
+    let log = nginx.error_log();
+    assert!(!log.contains("have not recorded"), "{log}");
+    assert_eq!(zone_usage(&log), [(1, 1)], "{log}");
+    let client = Client::new(nginx.url(""));
+    assert_eq!(
+        upstream(&status(&client).await, "http", "be").count(Counter::Rescued),
+        0
+    );
+    nginx.finish();
+}

@@ -177,10 +177,15 @@ pub fn zone_usage(zone: &str, configuration: u64, upstreams: usize, freed: usize
 /// forked, `warn` when the table of `capacity` entries is full): counters
 /// of removed upstreams are not freed at this reload.
 pub fn zone_workers_unknown(zone: &str, unknown: usize, capacity: usize) -> String {
+    let processes = if unknown == 1 {
+        "process has not recorded its"
+    } else {
+        "processes have not recorded their"
+    };
     format!(
-        "{MARKER}shared zone \"{zone}\": {unknown} processes have not recorded their \
-         configuration (the table holds {capacity}); counters of upstreams no longer \
-         configured are kept until a reload after they have"
+        "{MARKER}shared zone \"{zone}\": {unknown} {processes} configuration (the table \
+         holds {capacity}); counters of upstreams no longer configured are kept until a \
+         reload after they have"
     )
 }
 
@@ -294,6 +299,17 @@ mod tests {
                  nginx's slab layout and it does not match: please report it with \"nginx -V\" \
                  and \"getconf PAGESIZE\"",
             ]
+        );
+    }
+
+    /// One process is one (the first reload of a module in a running
+    /// nginx said "1 processes have not recorded their configuration").
+    #[test]
+    fn one_unrecorded_process_is_said_in_the_singular() {
+        let line = zone_workers_unknown("z", 1, 8);
+        assert!(
+            line.contains(": 1 process has not recorded its configuration ("),
+            "{line}"
         );
     }
 

@@ -252,6 +252,26 @@ impl Nginx {
         self.reload();
     }
 
+    /// `nginx -t` of `config` (same prefix and port), written beside
+    /// nginx.conf as `test.conf`, as an operator checks a configuration
+    /// before the reload: its exit status and stderr.
+    pub fn test_config(&self, config: &Config) -> (bool, String) {
+        let conf = self.prefix.join("test.conf");
+        fs::write(&conf, config.render(&self.prefix, self.port)).expect("write test.conf");
+        let out = Command::new(&config.flavor.binary)
+            .arg("-p")
+            .arg(&self.prefix)
+            .arg("-c")
+            .arg(&conf)
+            .arg("-t")
+            .output()
+            .expect("run nginx -t");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// Writes `config` as nginx.conf and reloads, waiting only until the
     /// new cycle's worker has started: old workers may go on draining.
     pub fn reconfigure_while_draining(&self, config: &Config) {
