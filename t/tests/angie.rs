@@ -19,6 +19,7 @@
 //! module joins Angie's matrix.
 
 use std::path::Path;
+use std::process::Command;
 
 use generation_retry_t::nginx::{install_dir, is_angie, module_build};
 use generation_retry_t::scenarios::lab::{run_arm, Arm, Options};
@@ -93,4 +94,29 @@ async fn stock_angie_logs_are_diagnosed() {
         failed.push("no generation-retry 502 to place".to_string());
     }
     assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// `cargo xtask build --for` Angie's binary (as `install --for`) stops
+/// before building, with both reasons and the patch that fixes Angie.
+#[test]
+fn angie_install_names_why_and_the_patch() {
+    if !is_angie() {
+        return;
+    }
+    let out = Command::new(env!("CARGO"))
+        .args(["xtask", "build", "--for"])
+        .arg(install_dir().join("stock/sbin/nginx"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .env_remove("RUSTFLAGS")
+        .output()
+        .expect("cargo xtask");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    for words in [
+        "angie_sign",
+        "ngx_log_error_core",
+        "nginx-src-patches/angie-1.12.1",
+    ] {
+        assert!(said.contains(words), "no {words:?} in:\n{said}");
+    }
 }

@@ -208,9 +208,12 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
     }
     if id.codebase.starts_with("angie-") {
         return Err(format!(
-            "{bin} is {}: no module on ngx 0.5 can be built for Angie (nginx-sys's module \
-             structure names nginx's `spare1`, which Angie calls `angie_sign`). Angie's fix is \
-             its core patch: nginx-src-patches/angie-1.12.1 (README, Tengine and Angie)",
+            "{bin} is {}: no module on ngx 0.5 can be built for Angie. nginx-sys's module \
+             structure names nginx's `spare1`, which Angie calls `angie_sign`, and past that \
+             (BINDGEN_EXTRA_CLANG_ARGS=-Dangie_sign=spare1) ngx's logging calls \
+             `ngx_log_error_core` as nginx declares it, while Angie's takes a file name \
+             first. Angie's fix is its core patch: nginx-src-patches/angie-1.12.1 \
+             (docs/versions.md, Tengine and Angie)",
             id.describe()
         ));
     }
