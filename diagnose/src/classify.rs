@@ -10,27 +10,31 @@
 //!    or is the name alone (1-hop: the first selection was refused); or it
 //!    ends with an address (the peer itself failed).
 //! 3. Family, first match wins: `empty`, `unavailable`, `generation-retry`,
-//!    `generation-first`, `other` (see [`Family`]).
+//!    `generation-first`, `other`; a refusal that no evidence decides is
+//!    `unknown` (see [`Family`]).
 //!
 //! Each family's rules have a file: `retry.rs` (a refused retry, 2-hop:
 //! `generation-retry` or `unavailable`), `first.rs` (a refused first
 //! selection, 1-hop: `empty`, `unavailable` or `generation-first`),
-//! `other.rs` (address-shaped 502/504s). `join.rs` pairs the lines and
-//! builds each incident's skeleton; `evidence.rs` holds the lookups the
-//! rules share (a peer out of service, an NXDOMAIN, a flip of the served
-//! set, the nearby lines).
+//! `unseen.rs` (a refusal the rules above leave with no address of its
+//! upstream seen before it: `empty`, `unavailable` on evidence, else
+//! `unknown`), `other.rs` (address-shaped 502/504s). `join.rs` pairs the
+//! lines and builds each incident's skeleton; `evidence.rs` holds the
+//! lookups the rules share (a peer out of service, an NXDOMAIN, a flip of
+//! the served set, the nearby lines).
 
 mod evidence;
 mod first;
 mod join;
 mod other;
 mod retry;
+mod unseen;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
 use crate::access::{last_group_hops, Hop};
-use crate::collect::{Collected, ErrorKind};
+use crate::collect::{Collected, ErrorKind, LogKind};
 
 /// What caused a 502/504.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -46,16 +50,23 @@ pub enum Family {
     Empty,
     /// Anything else: the peer itself failed, timeouts, no change seen.
     Other,
+    /// A refusal no evidence decides: no address of the upstream served
+    /// before it, and no line or configuration says whether its list held
+    /// peers (`unavailable`) or none (`empty`). Its reason names what is
+    /// missing and the flag that would give it. Never the race, never a
+    /// guess.
+    Unknown,
 }
 
 impl Family {
     /// Every family, in report order.
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 6] = [
         Family::GenerationRetry,
         Family::GenerationFirst,
         Family::Unavailable,
         Family::Empty,
         Family::Other,
+        Family::Unknown,
     ];
 
     /// The family's name in reports and JSON.
@@ -66,6 +77,7 @@ impl Family {
             Family::Unavailable => "unavailable",
             Family::Empty => "empty",
             Family::Other => "other",
+            Family::Unknown => "unknown",
         }
     }
 
@@ -180,6 +192,11 @@ struct Around {
 /// A family, why, and the error line that decided it.
 type Verdict = (Family, String, Option<usize>);
 
+/// One refused selection of an upstream: its time, the start of its run
+/// (the first refusal after the upstream last served), and when the
+/// upstream last served before that start (`None`: never).
+type RunRefusal = (i64, i64, Option<i64>);
+
 /// How long before a request's start the addresses it could have been
 /// given are read (its list then).
 const HELD_MS: i64 = 500;
@@ -213,11 +230,20 @@ struct Classifier<'a> {
     /// resolve` of.
     resolves: HashMap<u32, BTreeSet<&'a str>>,
     /// Per upstream, its refused selections (502s whose last hop is its
-    /// name) by time, each with the start of its run: the first refusal
-    /// after the upstream last served.
-    runs: HashMap<&'a str, Vec<(i64, i64)>>,
+    /// name) by time.
+    runs: HashMap<&'a str, Vec<RunRefusal>>,
     /// Per upstream, the first time one of its addresses served.
     first_served: HashMap<&'a str, Option<i64>>,
+    /// Per upstream, its resolver lines (indices into
+    /// [`Collected::errors`], by time): those whose name is its own.
+    resolver_lines: HashMap<&'a str, Vec<usize>>,
+    /// NXDOMAIN lines (indices, by time) whose name is no known
+    /// upstream's: any of them could be the one that emptied a list.
+    untied_nxdomains: Vec<usize>,
+    /// The names of resolver lines tied to no upstream.
+    untied_names: BTreeSet<&'a str>,
+    /// Whether an error log was read at all.
+    error_log: bool,
 }
 
 /// Classifies everything [`Collected`] kept; incidents come out by time.
@@ -308,28 +334,59 @@ impl<'a> Classifier<'a> {
                 }
             }
         }
-        let mut runs: HashMap<&'a str, Vec<(i64, i64)>> = HashMap::new();
+        let mut runs: HashMap<&'a str, Vec<RunRefusal>> = HashMap::new();
         let mut first_served = HashMap::new();
         for (u, mut list) in refusals {
             list.sort_unstable();
+            let first = data.timeline.first_seen(u);
             // A new run where the upstream served since the last refusal:
             // each gap is read once, so this costs the log's span.
             let mut run = Vec::with_capacity(list.len());
             let mut start = i64::MIN;
+            let mut served_before = None;
             for (k, r) in list.iter().enumerate() {
-                let served_between = k > 0 && {
-                    let prev = list[k - 1];
-                    data.timeline
-                        .last_seen(u, *r, *r - prev)
-                        .is_some_and(|l| l > prev)
+                let last = match k {
+                    0 => first
+                        .filter(|f| *f <= *r)
+                        .and_then(|f| data.timeline.last_seen(u, *r, *r - f)),
+                    _ => {
+                        let prev = list[k - 1];
+                        data.timeline
+                            .last_seen(u, *r, *r - prev)
+                            .filter(|l| *l > prev)
+                    }
                 };
-                if k == 0 || served_between {
+                if k == 0 || last.is_some() {
                     start = *r;
+                    served_before = last;
                 }
-                run.push((*r, start));
+                run.push((*r, start, served_before));
             }
             runs.insert(u, run);
-            first_served.insert(u, data.timeline.first_seen(u));
+            first_served.insert(u, first);
+        }
+        // Each upstream's resolver lines, and the lines of names no
+        // upstream is known to resolve.
+        let mut resolver_lines: HashMap<&'a str, Vec<usize>> = HashMap::new();
+        let mut untied_nxdomains = Vec::new();
+        let mut untied_names = BTreeSet::new();
+        for (ei, kept) in data.errors.iter().enumerate() {
+            let ErrorKind::Resolver { name, nxdomain } = kept.kind else {
+                continue;
+            };
+            match resolves.get(&name).filter(|set| !set.is_empty()) {
+                Some(set) => {
+                    for u in set {
+                        resolver_lines.entry(*u).or_default().push(ei);
+                    }
+                }
+                None => {
+                    untied_names.insert(data.strings.get(name));
+                    if nxdomain {
+                        untied_nxdomains.push(ei);
+                    }
+                }
+            }
         }
         Classifier {
             data,
@@ -354,6 +411,10 @@ impl<'a> Classifier<'a> {
             resolves,
             runs,
             first_served,
+            resolver_lines,
+            untied_nxdomains,
+            untied_names,
+            error_log: data.files.iter().any(|f| f.kind == LogKind::Error),
         }
     }
 

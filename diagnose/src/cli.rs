@@ -47,6 +47,7 @@ FAMILIES (each 502/504 gets one):
   unavailable       no peer of an unchanged list usable (down, max_fails, max_conns)
   empty             the name stopped resolving (NXDOMAIN): the list was empty
   other             the peer itself failed (the last hop is an address), or no upstream
+  unknown           a refusal no evidence decides; its reason names the flag to pass
 
 OUTPUT: the one-line verdict first (\"N of M 502/504s are the generation race \
 ...\" or \"none of M 502/504s are the generation race.\"), then per upstream \

@@ -212,6 +212,7 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
             notes,
         });
     };
+    options.configured = true;
     for u in &conf.upstreams {
         for s in &u.servers {
             if s.resolve {

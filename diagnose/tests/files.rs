@@ -170,7 +170,8 @@ fn json_output_parses_and_has_the_fields() {
     assert_eq!(s["by_family"]["unavailable"], 0);
     assert_eq!(s["by_family"]["empty"], 0);
     assert_eq!(s["by_family"]["other"], 1);
-    assert_eq!(s["by_family"].as_object().map(|o| o.len()), Some(5));
+    assert_eq!(s["by_family"]["unknown"], 0);
+    assert_eq!(s["by_family"].as_object().map(|o| o.len()), Some(6));
     assert_eq!(s["by_upstream"]["be"]["generation-retry"], 1);
     assert_eq!(s["by_upstream"]["be"]["other"], 1);
     assert_eq!(s["unparsed"]["access"], 1);

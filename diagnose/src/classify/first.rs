@@ -1,5 +1,5 @@
 //! A refused first selection (1-hop, `"be"`): `empty`, `unavailable` or
-//! `generation-first` (the race).
+//! `generation-first` (the race), or, with nothing seen, `unseen.rs`.
 
 use std::collections::BTreeSet;
 
@@ -18,8 +18,10 @@ impl Classifier<'_> {
     ///    name serves later (not resolved yet): `empty`;
     /// 3. a peer disabled or failing within fail_timeout before `r0` and
     ///    not serving since: `unavailable`;
-    /// 4. a change in the window: `generation-first`; else `unavailable`
-    ///    (down, `max_conns`: nothing logged).
+    /// 4. a change in the window: `generation-first`; else, with peers
+    ///    seen in the window before, `unavailable` (down, `max_conns`:
+    ///    nothing logged); with none, only evidence decides
+    ///    (`decide_unseen`: `empty`, `unavailable` or `unknown`).
     pub(super) fn decide_first(&self, s: &Skeleton, u: &str, around: &Around) -> Verdict {
         let t = s.time_ms;
         let timeline = &self.data.timeline;
@@ -49,7 +51,7 @@ impl Classifier<'_> {
             .runs
             .get(u)
             .and_then(|run| {
-                let at = run.partition_point(|(r, _)| *r <= t);
+                let at = run.partition_point(|(r, ..)| *r <= t);
                 at.checked_sub(1).map(|i| run[i].1)
             })
             .unwrap_or(t)
@@ -102,6 +104,10 @@ impl Classifier<'_> {
                 format!("selection refused while {}", around.change),
                 None,
             );
+        }
+        // Nothing seen: "no change seen" says nothing (`unseen.rs`).
+        if around.peers == 0 {
+            return self.decide_unseen(s, u, "selection refused");
         }
         (
             Family::Unavailable,

@@ -1,5 +1,5 @@
 //! A refused retry (2-hop, `"A:80, be"`): `generation-retry` (the race)
-//! or `unavailable`.
+//! or `unavailable` (or, with no peer of its list seen, `unseen.rs`).
 
 use std::collections::BTreeSet;
 
@@ -24,7 +24,8 @@ impl Classifier<'_> {
     ///    try, every one of those): `unavailable`;
     /// 4. else a list of one peer (nginx never marks a single peer down)
     ///    or a change seen in the window: `generation-retry`; else
-    ///    `unavailable`.
+    ///    `unavailable`, or, where no peer of its list was seen, what
+    ///    evidence decides (`decide_unseen`: possibly `unknown`).
     ///
     /// In an upstream with `backup` servers and static primaries, a retry
     /// the primaries could not take is refused on the backups' list: the
@@ -138,14 +139,20 @@ impl Classifier<'_> {
             };
             return (Family::GenerationRetry, why, None);
         }
-        let peers = match held.len() {
-            0 => "no peer of its list seen serving before it".to_string(),
-            n => format!("{n} peers"),
-        };
+        // No peer of its list seen (only where the request tried nothing
+        // but static primaries): only evidence decides (`unseen.rs`).
+        if held.is_empty() {
+            let what = format!(
+                "retry refused after {} failed",
+                s.prev_addr.as_deref().unwrap_or("an attempt")
+            );
+            return self.decide_unseen(s, u, &what);
+        }
         (
             Family::Unavailable,
             format!(
-                "retry refused with no change seen and {peers}: none usable ({})",
+                "retry refused with no change seen and {} peers: none usable ({})",
+                held.len(),
                 around.change
             ),
             None,

@@ -50,6 +50,10 @@ pub struct Options {
     /// those primaries (as logged): a retry they could not take was
     /// refused on the backups' list, which they are not part of.
     pub primary_peers: BTreeMap<String, BTreeSet<String>>,
+    /// Whether these settings come with a configuration (`--nginx-conf`):
+    /// without one, an upstream the logs never show serving has no
+    /// evidence of the list it held.
+    pub configured: bool,
 }
 
 impl Options {
@@ -76,6 +80,7 @@ impl Default for Options {
             primary_peers: BTreeMap::new(),
             routes: Vec::new(),
             conf_servers: Vec::new(),
+            configured: false,
         }
     }
 }

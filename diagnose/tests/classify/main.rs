@@ -3,8 +3,9 @@
 //!
 //! The scenarios by theme: `race` (the generation families), `resolver`
 //! (resolver lines and `empty`), `not_race` (`unavailable` and `other`),
-//! `logs` (log formats, the error log's offset, the human report); here,
-//! the helpers they share.
+//! `unseen` (refusals with nothing of their upstream seen: evidence or
+//! `unknown`), `logs` (log formats, the error log's offset, the human
+//! report); here, the helpers they share.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -13,6 +14,7 @@ mod logs;
 mod not_race;
 mod race;
 mod resolver;
+mod unseen;
 
 use common::{Logs, A, B};
 use generation_retry_diagnose::classify::{Family, Incident};

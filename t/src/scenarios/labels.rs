@@ -13,6 +13,10 @@
 //! - `cause=unavailable`: `unavailable`; `cause=empty`: `empty`;
 //! - no line: `other` (an attempt that failed on its own).
 //!
+//! The tool's own `unknown` (a refusal no evidence decides: see
+//! [`UNKNOWN`]) is no true family: it is never placed right, and counts
+//! against the family each such 502 truly has.
+//!
 //! A stock arm has no module to label it; [`Truth::ByConstruction`] says
 //! what its configuration allows instead: one re-resolving peer of one
 //! address (never marked down: a single peer) whose name always resolves
@@ -42,6 +46,11 @@ pub const FAMILIES: [&str; 5] = [
     "empty",
     "other",
 ];
+
+/// The tool's family for a refusal it has no evidence to decide. The
+/// truth always has a cause, so a 502 the tool calls `unknown` is scored
+/// as misplaced in its true family, never as right.
+pub const UNKNOWN: &str = "unknown";
 
 /// Where the true family of each 502 comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -327,7 +336,8 @@ fn tally(name: &str, truths: Truths, truth: Truth, placed: &Placements) -> Score
             .by_path
             .get(&e.path)
             .map_or(("(none)", ""), |(f, r)| (f.as_str(), r.as_str()));
-        if tool == family {
+        // `unknown` is the tool saying it cannot tell: never right.
+        if tool == family && tool != UNKNOWN {
             score.families[i].1 += 1;
         } else if score.misplaced.len() < 10 {
             score.misplaced.push(format!(
@@ -418,6 +428,45 @@ pub fn scratch_dir(arm: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refusal the tool calls `unknown` is misplaced in its true family
+    /// (here `unavailable`, by the module's `cause=` line), and the
+    /// score's failures name it; the one it places right still counts.
+    #[test]
+    fn unknown_is_never_placed_right() {
+        let line = |path: &str| {
+            format!("1764662400.000 502 \"be\" \"GET {path} HTTP/1.1\" 0.001 \"-\" -\n")
+        };
+        let truths = Truths {
+            entries: accesslog::parse(&format!("{}{}", line("/a"), line("/b"))),
+            causes: [("/a", "unavailable"), ("/b", "unavailable")]
+                .into_iter()
+                .map(|(p, c)| (p.to_string(), c.to_string()))
+                .collect(),
+            stream: false,
+        };
+        let placed = Placements {
+            incidents: 2,
+            by_path: [("/a", UNKNOWN), ("/b", "unavailable")]
+                .into_iter()
+                .map(|(p, f)| (p.to_string(), (f.to_string(), "why".to_string())))
+                .collect(),
+            ..Placements::default()
+        };
+        let score = tally("arm", truths, Truth::ModuleLines, &placed);
+        let unavailable = FAMILIES
+            .iter()
+            .position(|f| *f == "unavailable")
+            .expect("a family");
+        assert_eq!(score.families[unavailable], (2, 1));
+        assert!(!FAMILIES.contains(&UNKNOWN));
+        let failures = score.failures(MIN_SHARE).join("\n");
+        assert!(
+            failures.contains("unavailable: 1 of 2 placed right")
+                && failures.contains("/a \"be\": unavailable -> unknown"),
+            "{failures}"
+        );
+    }
 
     /// By construction, a stock arm's no-live 502 is the generation's, but
     /// a readiness probe's is the list still empty before the name's first
