@@ -177,15 +177,15 @@ pub fn zone_usage(zone: &str, configuration: u64, upstreams: usize, freed: usize
 /// forked, `warn` when the table of `capacity` entries is full): counters
 /// of removed upstreams are not freed at this reload.
 pub fn zone_workers_unknown(zone: &str, unknown: usize, capacity: usize) -> String {
-    let processes = if unknown == 1 {
-        "process has not recorded its"
+    let (processes, after) = if unknown == 1 {
+        ("process has not recorded its", "it has")
     } else {
-        "processes have not recorded their"
+        ("processes have not recorded their", "they have")
     };
     format!(
         "{MARKER}shared zone \"{zone}\": {unknown} {processes} configuration (the table \
          holds {capacity}); counters of upstreams no longer configured are kept until a \
-         reload after they have"
+         reload after {after}"
     )
 }
 
@@ -308,7 +308,8 @@ mod tests {
     fn one_unrecorded_process_is_said_in_the_singular() {
         let line = zone_workers_unknown("z", 1, 8);
         assert!(
-            line.contains(": 1 process has not recorded its configuration ("),
+            line.contains(": 1 process has not recorded its configuration (")
+                && line.ends_with("kept until a reload after it has"),
             "{line}"
         );
     }

@@ -36,15 +36,20 @@ pub fn version() -> (u32, u32, u32) {
     })
 }
 
+/// What the nginx under test says to `-v`, read once.
+fn says_v() -> &'static str {
+    static SAID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SAID.get_or_init(|| {
+        let binary = installed("stock/sbin/nginx");
+        let out = Command::new(&binary).arg("-v").output().expect("nginx -v");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    })
+}
+
 /// Whether the nginx under test is Tengine (`nginx -v` says
 /// `Tengine version: Tengine/X.Y.Z` before nginx's version).
 pub fn is_tengine() -> bool {
-    static TENGINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *TENGINE.get_or_init(|| {
-        let binary = installed("stock/sbin/nginx");
-        let out = Command::new(&binary).arg("-v").output().expect("nginx -v");
-        String::from_utf8_lossy(&out.stderr).contains("Tengine version:")
-    })
+    says_v().contains("Tengine version:")
 }
 
 /// Whether the nginx under test is Angie (`nginx -v` says
@@ -52,12 +57,7 @@ pub fn is_tengine() -> bool {
 /// does not have everything that version has: its upstream `keepalive`,
 /// for one, is not on by default and refuses `0`.
 pub fn is_angie() -> bool {
-    static ANGIE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ANGIE.get_or_init(|| {
-        let binary = installed("stock/sbin/nginx");
-        let out = Command::new(&binary).arg("-v").output().expect("nginx -v");
-        String::from_utf8_lossy(&out.stderr).contains("Angie version:")
-    })
+    says_v().contains("Angie version:")
 }
 
 /// Whether upstream `keepalive` is on without the directive: nginx from

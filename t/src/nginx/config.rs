@@ -242,8 +242,22 @@ pub fn test_config(config: &Config) -> ConfigTest {
 /// mode; nothing when empty.
 pub fn test_config_under(config: &Config, wrapper: &[&str]) -> ConfigTest {
     let prefix = fresh_prefix(config.flavor.name);
-    let conf = prefix.join("nginx.conf");
-    fs::write(&conf, config.render(&prefix, free_port())).unwrap();
+    let tested = run_test(config, wrapper, &prefix, free_port(), "nginx.conf");
+    let _ = fs::remove_dir_all(&prefix);
+    tested
+}
+
+/// `nginx -t` of `config`, rendered for `prefix` and `port` into the file
+/// `name` there, under `wrapper` (see [`test_config_under`]).
+pub(super) fn run_test(
+    config: &Config,
+    wrapper: &[&str],
+    prefix: &Path,
+    port: u16,
+    name: &str,
+) -> ConfigTest {
+    let conf = prefix.join(name);
+    fs::write(&conf, config.render(prefix, port)).unwrap();
     let mut cmd = match wrapper.split_first() {
         Some((program, args)) => {
             let mut cmd = Command::new(program);
@@ -254,13 +268,12 @@ pub fn test_config_under(config: &Config, wrapper: &[&str]) -> ConfigTest {
     };
     let out = cmd
         .arg("-p")
-        .arg(&prefix)
+        .arg(prefix)
         .arg("-c")
         .arg(&conf)
         .arg("-t")
         .output()
         .expect("run nginx -t");
-    let _ = fs::remove_dir_all(&prefix);
     ConfigTest {
         ok: out.status.success(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -254,22 +254,9 @@ impl Nginx {
 
     /// `nginx -t` of `config` (same prefix and port), written beside
     /// nginx.conf as `test.conf`, as an operator checks a configuration
-    /// before the reload: its exit status and stderr.
-    pub fn test_config(&self, config: &Config) -> (bool, String) {
-        let conf = self.prefix.join("test.conf");
-        fs::write(&conf, config.render(&self.prefix, self.port)).expect("write test.conf");
-        let out = Command::new(&config.flavor.binary)
-            .arg("-p")
-            .arg(&self.prefix)
-            .arg("-c")
-            .arg(&conf)
-            .arg("-t")
-            .output()
-            .expect("run nginx -t");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+    /// before the reload.
+    pub fn test_config(&self, config: &Config) -> super::ConfigTest {
+        super::config::run_test(config, &[], &self.prefix, self.port, "test.conf")
     }
 
     /// Writes `config` as nginx.conf and reloads, waiting only until the
