@@ -18,11 +18,13 @@
 //!   before kept as `nginx.conf.before-generation-retry`) and tests again.
 //!   When a test fails, everything is put back as it was and nginx's words
 //!   are printed. Nothing changed is a no-op. Every `-t` and `-T` runs with
-//!   `-e stderr`: nothing is written into the production error log.
+//!   `-e stderr`: nginx's startup and parsing messages go to the install,
+//!   not into the production error log (what nginx logs once the
+//!   configuration's own `error_log` has taken over still goes there).
 //! - `cargo xtask uninstall --for BINARY`: refused, with every use named,
 //!   while the configuration uses the module; else the snippet and the
 //!   marked `include` out, `BINARY -t`, then the shared objects, the backup
-//!   and a `modules.d/` the install made; put back when the test fails.
+//!   and a `modules.d/` the install made; all put back when any step fails.
 //! - `cargo xtask build --for BINARY`: the build and the load proof only.
 //!
 //! None of them installs a package: a missing prerequisite is named with
@@ -351,18 +353,32 @@ fn tested(a: &Args, layout: &Layout, undo: &Undo) -> Result<(Dump, bool)> {
     edit_conf(layout, before, undo.had_backup())?;
     let d = dump(a).map_err(|said| {
         format!(
-            "{bin} -t failed once {conf} included the snippets (nginx said:\n{said})\n{}",
-            hint(&said, layout)
+            "{bin} -t failed once {conf} included the snippets (nginx said:\n{said})\n{}\n{}",
+            hint(&said, layout),
+            by_hand(layout)
         )
     })?;
     if !d.includes(&layout.snippet) {
         return Err(format!(
-            "{conf} includes `{}` now, and nginx still does not read {}",
+            "{conf} includes `{}` now, and nginx still does not read {}\n{}",
             layout.include_line(),
-            layout.snippet.display()
+            layout.snippet.display(),
+            by_hand(layout)
         ));
     }
     Ok((d, true))
+}
+
+/// What to do when the `include` `--edit-conf` added does not work where
+/// it went: place it by hand.
+fn by_hand(layout: &Layout) -> String {
+    format!(
+        "--edit-conf could not place the line: add `{}` to {} by hand, at its top \
+         level before the first events, http, stream or mail block (and before any \
+         include of a file that holds one), then run this again without --edit-conf.",
+        layout.include_line(),
+        layout.conf.display()
+    )
 }
 
 /// Whether nginx's only complaint is this module built for another nginx
@@ -381,6 +397,13 @@ fn hint(said: &str, layout: &Layout) -> String {
         format!(
             "The snippet is included inside a block: `{}` belongs at the top of {}, \
              outside http, stream and events.",
+            layout.include_line(),
+            layout.conf.display()
+        )
+    } else if said.contains("\"load_module\" directive is specified too late") {
+        format!(
+            "nginx read a block (events, http, stream or mail) before `{}`: \
+             one of {}'s blocks comes before it, perhaps in a file it includes.",
             layout.include_line(),
             layout.conf.display()
         )

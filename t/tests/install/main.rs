@@ -18,6 +18,9 @@
 //! - [`conf`]: what it does to the configuration (the `include` printed or
 //!   added with `--edit-conf`, `uninstall` leaving nothing it made, the
 //!   production error log untouched by its `nginx -t` runs);
+//! - [`edit`]: `--edit-conf` on a `modules-enabled/` layout behind a
+//!   symlinked nginx.conf, and where the line cannot go before the blocks
+//!   (they are in an included file);
 //!
 //! and what they share: [`common`], `cargo xtask` run in a clean copy and
 //! the prefixes it installs into; [`release`], the stand-in for nginx.org
@@ -26,5 +29,6 @@
 mod before_build;
 mod common;
 mod conf;
+mod edit;
 mod installed;
 mod release;

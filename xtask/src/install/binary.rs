@@ -1,7 +1,10 @@
 //! The operator's nginx: what `BINARY -V` says of it, whether it can take
 //! the module, and running it (`-t`, `-T`) as the install does: with
-//! `-e stderr`, so its checks write nothing into the error log nginx
-//! starts with (the production one, `--error-log-path`).
+//! `-e stderr`, so what nginx says while it starts and parses the
+//! configuration comes to the install, not into the error log it starts
+//! with (the production one, `--error-log-path`); once the
+//! configuration's own `error_log` takes over (opening shared zones and
+//! listening sockets), nginx logs there.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -258,8 +261,9 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
 }
 
 /// `BINARY [-e stderr] [-p PREFIX] ARGS`: `-e stderr` where the binary
-/// has it ([`Args::stderr_log`]), so what the check says reaches the
-/// install, not the production error log.
+/// has it ([`Args::stderr_log`]), so what nginx says while it starts and
+/// parses the configuration reaches the install, not the production
+/// error log (see the module's head for what still may).
 fn nginx(a: &Args, args: &[&str]) -> Result<Output> {
     let mut cmd = Command::new(&a.binary);
     if a.stderr_log {

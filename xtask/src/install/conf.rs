@@ -125,36 +125,103 @@ fn module_names(text: &str) -> Vec<String> {
 
 /// `conf` with [`ADDED_NOTE`] and `include` inserted at its top level,
 /// before its first `events`, `http`, `stream` or `mail` block (after the
-/// `load_module` lines above it), or at its end when it has none.
+/// `load_module` lines above it), or at its end when it has none (its
+/// blocks may be in files it includes: then `nginx -t` says the
+/// `load_module` comes too late, and the line is the operator's to
+/// place). A block that shares its line with statements before it
+/// (`worker_processes 1; events {}`) gets a line of its own.
 pub fn add_include(conf: &str, include: &str) -> String {
+    let Some(at) = first_block(conf) else {
+        let newline = if conf.is_empty() || conf.ends_with('\n') {
+            ""
+        } else {
+            "\n"
+        };
+        return format!("{conf}{newline}{ADDED_NOTE}\n{include}\n");
+    };
+    let line = conf[..at].rfind('\n').map_or(0, |n| n + 1);
+    if conf[line..at].trim().is_empty() {
+        let (head, tail) = conf.split_at(line);
+        return format!("{head}{ADDED_NOTE}\n{include}\n{tail}");
+    }
+    let head = conf[..at].trim_end_matches([' ', '\t']);
+    format!("{head}\n{ADDED_NOTE}\n{include}\n{}", &conf[at..])
+}
+
+/// Where the first statement of `conf`'s top level that opens one of
+/// [`BLOCKS`] starts. Read by statements as nginx tokenizes them, not
+/// by lines: a `{`, `}` or `;` inside quotes, a comment or a variable's
+/// `${name}` is no structure, and a `#` starts a comment only where a
+/// token would start.
+fn first_block(conf: &str) -> Option<usize> {
     let mut depth = 0usize;
-    let mut at = conf.len();
-    let mut offset = 0;
-    for line in conf.split_inclusive('\n') {
-        let code = uncommented(line);
-        let first = code
-            .split(|c: char| c.is_whitespace() || c == '{')
-            .find(|w| !w.is_empty());
-        if depth == 0 && first.is_some_and(|w| BLOCKS.contains(&w)) {
-            at = offset;
-            break;
+    // Whether the next character starts a token, and where the statement
+    // being read started (None between statements).
+    let (mut at_token, mut statement) = (true, None);
+    let (mut quote, mut escaped, mut comment, mut dollar) = (None, false, false, false);
+    for (i, c) in conf.char_indices() {
+        let after_dollar = std::mem::take(&mut dollar);
+        if comment {
+            comment = c != '\n';
+            continue;
         }
-        for c in code.chars() {
+        if std::mem::take(&mut escaped) {
+            continue;
+        }
+        if let Some(q) = quote {
             match c {
-                '{' => depth += 1,
-                '}' => depth = depth.saturating_sub(1),
+                '\\' => escaped = true,
+                _ if c == q => quote = None,
                 _ => {}
             }
+            continue;
         }
-        offset += line.len();
+        let boundary = match c {
+            _ if c.is_whitespace() => {
+                at_token = true;
+                false
+            }
+            ';' => true,
+            '{' if !at_token && after_dollar => false,
+            '{' => {
+                depth += 1;
+                true
+            }
+            '}' if at_token => {
+                depth = depth.saturating_sub(1);
+                true
+            }
+            '#' if at_token => {
+                comment = true;
+                false
+            }
+            _ => {
+                if statement.is_none() {
+                    statement = Some(i);
+                    let word = conf[i..]
+                        .split(|c: char| c.is_whitespace() || matches!(c, '{' | ';'))
+                        .next()
+                        .unwrap_or("");
+                    if depth == 0 && BLOCKS.contains(&word) {
+                        return Some(i);
+                    }
+                }
+                match c {
+                    '\\' => escaped = true,
+                    '"' | '\'' if at_token => quote = Some(c),
+                    '$' => dollar = true,
+                    _ => {}
+                }
+                at_token = false;
+                false
+            }
+        };
+        if boundary {
+            at_token = true;
+            statement = None;
+        }
     }
-    let (head, tail) = conf.split_at(at);
-    let newline = if head.is_empty() || head.ends_with('\n') {
-        ""
-    } else {
-        "\n"
-    };
-    format!("{head}{newline}{ADDED_NOTE}\n{include}\n{tail}")
+    None
 }
 
 /// `conf` without the lines [`add_include`] added for `include` (the

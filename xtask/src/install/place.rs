@@ -1,10 +1,13 @@
 //! Where the module and its `load_module` snippet go for the operator's
 //! nginx, and placing them there: the one before kept as `.so.old`, every
 //! file written beside and renamed, and all of it (nginx.conf too, when
-//! `--edit-conf` changed it) put back on failure.
+//! `--edit-conf` changed it) put back on failure. A replaced file keeps
+//! its mode, owner and group, and a symlinked nginx.conf stays a symlink:
+//! the file it points to is the one edited.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -94,12 +97,21 @@ impl Layout {
         self.snippet.parent().unwrap_or(Path::new("/"))
     }
 
+    /// The file nginx.conf is: [`Layout::conf`] with its symlinks
+    /// resolved, so that an edit (written beside, renamed over) changes
+    /// the file a symlink points to and leaves the symlink a symlink; `conf`
+    /// itself when it cannot be resolved (it is not there).
+    pub(super) fn conf_file(&self) -> PathBuf {
+        fs::canonicalize(&self.conf).unwrap_or_else(|_| self.conf.clone())
+    }
+
     /// nginx.conf as it was before `--edit-conf` first changed it:
-    /// `nginx.conf.before-generation-retry` beside it.
+    /// `nginx.conf.before-generation-retry` beside the file nginx.conf is
+    /// ([`Layout::conf_file`]).
     pub(super) fn backup(&self) -> PathBuf {
-        let name = self.conf.file_name().unwrap_or_default().to_string_lossy();
-        self.conf
-            .with_file_name(format!("{name}.before-generation-retry"))
+        let conf = self.conf_file();
+        let name = conf.file_name().unwrap_or_default().to_string_lossy();
+        conf.with_file_name(format!("{name}.before-generation-retry"))
     }
 
     /// The line that includes the snippet: [`Layout::include`], or the
@@ -186,7 +198,7 @@ impl Undo {
             module: Was::read(&layout.module())?,
             previous: Was::read(&layout.previous())?,
             snippet: Was::read(&layout.snippet)?,
-            conf: Was::read(&layout.conf)?,
+            conf: Was::read(&layout.conf_file())?,
             backup: Was::read(&layout.backup())?,
             snippet_dir_made: !layout.snippet_dir().is_dir(),
         })
@@ -212,7 +224,7 @@ impl Undo {
             self.module.restore(&layout.module()),
             self.previous.restore(&layout.previous()),
             self.snippet.restore(&layout.snippet),
-            self.conf.restore(&layout.conf),
+            self.conf.restore(&layout.conf_file()),
             self.backup.restore(&layout.backup()),
         ];
         if self.snippet_dir_made {
@@ -247,42 +259,94 @@ pub(super) fn put_in(layout: &Layout, new: &[u8], text: &str, same_module: bool)
 
 /// nginx.conf with the `include` of the snippets added (see
 /// [`super::conf::add_include`]), its state before kept as
-/// [`Layout::backup`] unless one is there from an earlier run.
+/// [`Layout::backup`] unless one is there from an earlier run. The file
+/// a symlinked nginx.conf points to is edited; the backup has its mode,
+/// owner and group.
 pub(super) fn edit_conf(layout: &Layout, before: &[u8], had_backup: bool) -> Result {
+    let conf = layout.conf_file();
     let text = String::from_utf8(before.to_vec())
-        .map_err(|_| format!("{}: not UTF-8 text; not edited", layout.conf.display()))?;
+        .map_err(|_| format!("{}: not UTF-8 text; not edited", conf.display()))?;
+    let edited = super::conf::add_include(&text, &layout.include_line());
     if !had_backup {
         // As private as nginx.conf is.
-        let mode = mode_of(&layout.conf).unwrap_or(0o644);
-        replace_as(&layout.backup(), before, mode)?;
+        replace_as(&layout.backup(), before, Keep::of(&conf))?;
     }
-    let edited = super::conf::add_include(&text, &layout.include_line());
-    replace(&layout.conf, edited.as_bytes())
+    replace(&conf, edited.as_bytes())
 }
 
-/// `path` replaced by `bytes`, with the mode of the file there (0644 for
-/// a new one): written beside, then renamed.
+/// What a replaced file keeps of the one there: its permission bits, its
+/// owner and group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Keep {
+    mode: u32,
+    /// The owner and group, when a file was there (a new file is the
+    /// invoking user's).
+    owner: Option<(u32, u32)>,
+}
+
+impl Keep {
+    /// What `path` (followed when a symlink) has; 0644 and the invoking
+    /// user's for a file not there.
+    pub(super) fn of(path: &Path) -> Keep {
+        match fs::metadata(path) {
+            Ok(m) => Keep {
+                mode: m.permissions().mode() & 0o7777,
+                owner: Some((m.uid(), m.gid())),
+            },
+            Err(_) => Keep {
+                mode: 0o644,
+                owner: None,
+            },
+        }
+    }
+}
+
+/// `path` replaced by `bytes`, with the mode, owner and group of the
+/// file there (0644 and the invoking user's for a new one): written
+/// beside, then renamed.
 pub(super) fn replace(path: &Path, bytes: &[u8]) -> Result {
-    replace_as(path, bytes, mode_of(path).unwrap_or(0o644))
+    replace_as(path, bytes, Keep::of(path))
 }
 
-/// The permission bits of `path`, if it is there.
-fn mode_of(path: &Path) -> Option<u32> {
-    fs::metadata(path)
-        .ok()
-        .map(|m| m.permissions().mode() & 0o7777)
-}
-
-/// `path` replaced by `bytes` with `mode`: written beside, then renamed.
-fn replace_as(path: &Path, bytes: &[u8], mode: u32) -> Result {
+/// `path` replaced by `bytes` with `keep`'s mode, owner and group:
+/// written beside, then renamed.
+fn replace_as(path: &Path, bytes: &[u8], keep: Keep) -> Result {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.new"));
-    write_file(&tmp, bytes, mode)?;
+    if let Err(e) = write_file(&tmp, bytes, keep) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result {
-    fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("{}: {e}", path.display()))
+/// A new file at `path` holding `bytes`, with `keep`'s mode from its
+/// creation on (never readable by more than the file it replaces), then
+/// its owner and group.
+fn write_file(path: &Path, bytes: &[u8], keep: Keep) -> Result {
+    let err = |e: std::io::Error| format!("{}: {e}", path.display());
+    // One left by a run that died between write and rename.
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e)),
+        _ => {}
+    }
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(keep.mode)
+        .open(path)
+        .map_err(err)?;
+    f.write_all(bytes).map_err(err)?;
+    if let Some((uid, gid)) = keep.owner {
+        std::os::unix::fs::fchown(&f, Some(uid), Some(gid)).map_err(|e| {
+            format!(
+                "{}: cannot give it the owner {uid}:{gid} of the file it replaces: {e}",
+                path.display()
+            )
+        })?;
+    }
+    // After the owner: a chown may clear set-id bits; the umask may have
+    // cleared others at creation.
+    f.set_permissions(fs::Permissions::from_mode(keep.mode))
+        .map_err(err)
 }

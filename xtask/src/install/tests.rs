@@ -352,3 +352,5 @@ fn the_snippet_notes_a_directory_the_install_made() {
         Path::new("/tmp/p/conf/nginx.conf.before-generation-retry")
     );
 }
+
+mod edit;

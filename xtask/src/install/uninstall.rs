@@ -1,17 +1,18 @@
 //! `cargo xtask uninstall --for BINARY`: refused, with every use of the
 //! module named at once, while the configuration uses it; else what the
 //! install made taken out: the snippet and the `include` it added to
-//! nginx.conf (the marked one only, and only while no other snippet needs
-//! it), `BINARY -t`, then the shared objects, nginx.conf's backup and the
-//! snippets' directory when the install made it and it is empty. The
-//! files are put back when the test fails.
+//! nginx.conf (the marked one only; the `modules.d/*.conf` glob only
+//! while no other snippet is left for it), `BINARY -t`, then the shared
+//! objects, nginx.conf's backup and the snippets' directory when the
+//! install made it and it is empty. Every file is put back as it was when
+//! the test, or any step, fails.
 
 use std::fs;
 use std::path::Path;
 
 use super::binary::{dump, identify, test_config};
 use super::conf::{remove_include, Dump};
-use super::place::{package_owner, replace, Layout, Was, MADE_DIR_NOTE};
+use super::place::{package_owner, replace, Layout, Undo, Was, MADE_DIR_NOTE};
 use super::Args;
 use crate::workspace::Result;
 
@@ -43,7 +44,10 @@ pub fn uninstall(args: &[String]) -> Result {
             layout.conf.display(),
             layout.include_line()
         );
-        println!("3. {} -t; on failure both are put back", a.binary.display());
+        println!(
+            "3. {} -t; on its failure, or any step's, everything is put back",
+            a.binary.display()
+        );
         println!(
             "4. remove {}, {}, {} and {} when the install made it and it is empty",
             module.display(),
@@ -53,15 +57,12 @@ pub fn uninstall(args: &[String]) -> Result {
         );
         return Ok(());
     }
-    let snippet = match Was::read(&layout.snippet)? {
-        Was::File(b) => Some(b),
-        Was::Absent => None,
-    };
-    let conf = fs::read_to_string(&layout.conf).ok();
-    let without_include = conf
+    let snippet = Was::read(&layout.snippet)?;
+    let conf = fs::read_to_string(layout.conf_file()).ok();
+    let marked = conf
         .as_deref()
-        .and_then(|c| remove_include(c, &layout.include_line()));
-    if snippet.is_none() && !module.is_file() && without_include.is_none() {
+        .is_some_and(|c| remove_include(c, &layout.include_line()).is_some());
+    if matches!(snippet, Was::Absent) && !module.is_file() && !marked {
         println!(
             "xtask: neither {} nor {} is there; nothing changed",
             layout.snippet.display(),
@@ -74,64 +75,94 @@ pub fn uninstall(args: &[String]) -> Result {
     if let Ok(d) = dump(&a) {
         refuse_while_used(&d, &layout)?;
     }
-    let made_dir = snippet
-        .as_deref()
-        .is_some_and(|b| b.starts_with(MADE_DIR_NOTE.as_bytes()));
-    let mut removed = Vec::new();
-    let mut kept = Vec::new();
-    if snippet.is_some() {
+    let bin = a.binary.display();
+    let (removed, kept) = take_out(&layout, || {
+        test_config(&a).map_err(|said| {
+            format!(
+                "{bin} -t fails without the module: the configuration still uses it \
+                 (remove its directives and `generation_retry_*` variables, then run this \
+                 again). nginx said:\n{said}"
+            )
+        })
+    })?;
+    let kept = if kept.is_empty() {
+        String::new()
+    } else {
+        format!("; kept {}", kept.join(", "))
+    };
+    println!(
+        "xtask: removed {}{kept}; {bin} -t is successful. Reload nginx: {bin} -s reload",
+        removed.join(", ")
+    );
+    Ok(())
+}
+
+/// What the install made, taken out: the snippet and the marked
+/// `include`, then `test` (`nginx -t`, its error said as it is), then the
+/// shared objects, nginx.conf's backup and a snippets' directory the
+/// install made. What was removed and what was kept, each named; on any
+/// failure, every file put back as it was (as the install's [`Undo`]
+/// does) and the failure said with how the putting back went.
+pub(super) fn take_out(
+    layout: &Layout,
+    test: impl FnOnce() -> Result,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let undo = Undo::take(layout)?;
+    steps(layout, test).map_err(|why| match undo.put_back(layout) {
+        Ok(()) => format!("{why}\neverything was put back as it was"),
+        Err(e) => format!("{why}\nputting it back failed too: {e}"),
+    })
+}
+
+/// [`take_out`]'s steps, stopping at the first failure.
+fn steps(layout: &Layout, test: impl FnOnce() -> Result) -> Result<(Vec<String>, Vec<String>)> {
+    let (mut removed, mut kept) = (Vec::new(), Vec::new());
+    let made_dir = fs::read(&layout.snippet).is_ok_and(|b| b.starts_with(MADE_DIR_NOTE.as_bytes()));
+    if layout.snippet.is_file() {
         fs::remove_file(&layout.snippet)
             .map_err(|e| format!("{}: {e}", layout.snippet.display()))?;
         removed.push(layout.snippet.display().to_string());
     }
-    // The include goes only when nothing else is left for it to include.
-    let others = other_snippets(layout.snippet_dir());
-    let edit = match (&without_include, others.is_empty()) {
-        (Some(text), true) => Some(text),
-        (Some(_), false) => {
+    let conf = layout.conf_file();
+    let line = layout.include_line();
+    let without = fs::read_to_string(&conf)
+        .ok()
+        .and_then(|c| remove_include(&c, &line));
+    // The glob (`modules.d/*.conf`) stays while other snippets are left
+    // for it to include; a line naming the snippet itself
+    // (`modules-enabled/`) goes with it, or nginx -t fails on its
+    // missing file.
+    let others = match layout.include {
+        Some(_) => other_snippets(layout.snippet_dir()),
+        None => Vec::new(),
+    };
+    let edited = match without {
+        Some(_) if !others.is_empty() => {
             kept.push(format!(
-                "the `{}` in {} (it includes {} too)",
-                layout.include_line(),
-                layout.conf.display(),
+                "the `{line}` in {} (it includes {} too)",
+                conf.display(),
                 others.join(", ")
             ));
-            None
+            false
         }
-        (None, _) => None,
+        Some(text) => {
+            replace(&conf, text.as_bytes())?;
+            removed.push(format!("the `{line}` from {}", conf.display()));
+            true
+        }
+        None => false,
     };
-    if let Some(text) = edit {
-        replace(&layout.conf, text.as_bytes())?;
-        removed.push(format!(
-            "the `{}` from {}",
-            layout.include_line(),
-            layout.conf.display()
-        ));
-    }
-    if let Err(said) = test_config(&a) {
-        if let Some(old) = &snippet {
-            replace(&layout.snippet, old)?;
-        }
-        if let (Some(old), Some(_)) = (&conf, edit) {
-            replace(&layout.conf, old.as_bytes())?;
-        }
-        return Err(format!(
-            "{} -t fails without the module, so {} was put back and nothing was removed; the \
-             configuration still uses it (remove its directives and `generation_retry_*` \
-             variables, then run this again). nginx said:\n{said}",
-            a.binary.display(),
-            layout.snippet.display()
-        ));
-    }
-    for f in [&module, &previous] {
+    test()?;
+    let backup = layout.backup();
+    let backup = Some(backup).filter(|b| edited && b.is_file());
+    for f in [layout.module(), layout.previous()]
+        .into_iter()
+        .chain(backup)
+    {
         if f.is_file() {
-            fs::remove_file(f).map_err(|e| format!("{}: {e}", f.display()))?;
+            fs::remove_file(&f).map_err(|e| format!("{}: {e}", f.display()))?;
             removed.push(f.display().to_string());
         }
-    }
-    let backup = layout.backup();
-    if edit.is_some() && backup.is_file() {
-        fs::remove_file(&backup).map_err(|e| format!("{}: {e}", backup.display()))?;
-        removed.push(backup.display().to_string());
     }
     let dir = layout.snippet_dir();
     if made_dir {
@@ -143,18 +174,7 @@ pub fn uninstall(args: &[String]) -> Result {
             )),
         }
     }
-    let kept = if kept.is_empty() {
-        String::new()
-    } else {
-        format!("; kept {}", kept.join(", "))
-    };
-    println!(
-        "xtask: removed {}{kept}; {} -t is successful. Reload nginx: {} -s reload",
-        removed.join(", "),
-        a.binary.display(),
-        a.binary.display()
-    );
-    Ok(())
+    Ok((removed, kept))
 }
 
 /// An error naming every use of the module's directives and variables in
