@@ -6,7 +6,7 @@
 use std::fs;
 use std::process::Command;
 
-use generation_retry_t::nginx::{install_dir, Flavor};
+use generation_retry_t::nginx::{free_port, install_dir, Flavor};
 use generation_retry_t::scenarios::http::Lab;
 
 use crate::common::{
@@ -88,10 +88,15 @@ async fn installs_a_working_module_into_the_nginx_under_test() {
     // and names every use at once (nginx names only the first).
     let conf = p.join("conf/nginx.conf");
     let plain = fs::read_to_string(&conf).unwrap();
+    // nginx -t and -T bind the listeners: a free port, which a run
+    // without root may bind (port 1 is refused it, and -T fails).
     let using = plain.replace(
         "http { }",
-        "http {\n    generation_retry_resnapshot on;\n    log_format gr '$generation_retry_resnapshots';\n    \
-         server {\n        listen 127.0.0.1:1;\n        location = /gr { generation_retry_status; }\n    }\n}",
+        &format!(
+            "http {{\n    generation_retry_resnapshot on;\n    log_format gr '$generation_retry_resnapshots';\n    \
+             server {{\n        listen 127.0.0.1:{};\n        location = /gr {{ generation_retry_status; }}\n    }}\n}}",
+            free_port()
+        ),
     );
     assert_ne!(using, plain);
     fs::write(&conf, &using).unwrap();
