@@ -324,7 +324,7 @@ async fn renamed_upstreams_are_freed_and_staying_ones_keep_counting() {
     for cycle in 1..=CYCLES {
         // Reloads and waits until the old worker has exited, so the next
         // reload may free this configuration's predecessors.
-        nginx.reconfigure(&Config::new(Flavor::with_module(), http(cycle)));
+        nginx.reconfigure_served(&Config::new(Flavor::with_module(), http(cycle)));
         let usage = zone_usage(&nginx.error_log());
         assert_eq!(usage.len(), cycle + 1, "{usage:?}");
         peak = peak.max(usage.last().unwrap().1);
@@ -418,7 +418,7 @@ async fn a_failed_reload_leaves_counting_alone_and_its_counters_are_freed_later(
 
     // Three good reloads: the third frees ghost's counters.
     for _ in 0..3 {
-        nginx.reconfigure(&Config::new(Flavor::with_module(), http(false)));
+        nginx.reconfigure_served(&Config::new(Flavor::with_module(), http(false)));
     }
     let usage = zone_usage(&nginx.error_log());
     assert_eq!(
@@ -533,7 +533,7 @@ async fn a_full_worker_table_is_said_and_frees_nothing() {
     // The running worker started while the table was full: unrecorded
     // until it exits at this reload; the one after frees old_only.
     for _ in 0..2 {
-        nginx.reconfigure(&Config::new(Flavor::with_module(), http(false)));
+        nginx.reconfigure_served(&Config::new(Flavor::with_module(), http(false)));
     }
     let log = nginx.error_log();
     assert_eq!(freed(&log).last(), Some(&1), "{:?}", freed(&log));

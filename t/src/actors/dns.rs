@@ -195,6 +195,35 @@ impl DnsServer {
         }
     }
 
+    /// Until every answer given so far has left the server's socket.
+    /// hickory queues a UDP answer for the socket's task to send, so an
+    /// answer logged as given may still be in that queue (a loaded CI
+    /// machine sent one after the test had gone on). A query of our own,
+    /// answered through the same queue, comes out after them: its answer
+    /// back means theirs were sent.
+    pub async fn flush(&self) {
+        // ID 0x4752, recursion desired, one question: `flush.test` A IN.
+        const QUERY: &[u8] = b"\x47\x52\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\
+            \x05flush\x04test\x00\x00\x01\x00\x01";
+        let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        socket.connect(self.addr).await.expect("connect");
+        let mut reply = [0u8; 512];
+        let deadline = Instant::now() + crate::memcheck::patience(Duration::from_secs(10));
+        while Instant::now() < deadline {
+            socket.send(QUERY).await.expect("send the flush query");
+            let wait = tokio::time::timeout(Duration::from_millis(200), socket.recv(&mut reply));
+            if let Ok(Ok(n)) = wait.await {
+                if n >= 2 && reply[..2] == QUERY[..2] {
+                    return;
+                }
+            }
+        }
+        panic!(
+            "the DNS server at {} never answered the flush query",
+            self.addr
+        );
+    }
+
     /// `127.0.0.1:PORT`, for nginx's `resolver` directive.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -252,7 +281,8 @@ impl DnsServer {
     }
 
     /// Waits until a query for `name` made after `since` was answered with
-    /// exactly `answer`; returns that query.
+    /// exactly `answer`, and that answer sent ([`DnsServer::flush`]);
+    /// returns that query.
     pub async fn wait_answered(
         &self,
         name: &str,
@@ -267,7 +297,7 @@ impl DnsServer {
     }
 
     /// Waits until a query for `name` made after `since` was answered with
-    /// at least one address; returns that query.
+    /// at least one address, and that answer sent; returns that query.
     pub async fn wait_any_address(
         &self,
         name: &str,
@@ -301,6 +331,7 @@ impl DnsServer {
                 .into_iter()
                 .find(|q| q.at >= since && q.name == name && answered(&q.answer))
             {
+                self.flush().await;
                 return Ok(q);
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {

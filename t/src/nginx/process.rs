@@ -2,6 +2,7 @@
 //! things by signal (reload, binary upgrade), and stopped.
 
 use std::fs;
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -257,6 +258,26 @@ impl Nginx {
     /// before the reload.
     pub fn test_config(&self, config: &Config) -> super::ConfigTest {
         super::config::run_test(config, &[], &self.prefix, self.port, "test.conf")
+    }
+
+    /// [`Nginx::reconfigure`], then one request answered (on a connection
+    /// of its own, closed after): with one worker, proof that the new
+    /// worker has run its `init_process`, where the module records the
+    /// worker's configuration. A reload that comes before that finds the
+    /// worker unrecorded and frees nothing (a loaded CI machine did it
+    /// between two back-to-back reloads).
+    pub fn reconfigure_served(&self, config: &Config) {
+        self.reconfigure(config);
+        let mut c = TcpStream::connect(self.addr()).expect("connect to nginx");
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(b"GET / HTTP/1.0\r\nHost: t\r\n\r\n")
+            .expect("send");
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        assert!(
+            answer.starts_with("HTTP/1."),
+            "no answer after the reload: {answer:?}"
+        );
     }
 
     /// Writes `config` as nginx.conf and reloads, waiting only until the

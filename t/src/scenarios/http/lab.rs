@@ -135,10 +135,11 @@ impl Lab {
     }
 
     /// Waits (bounded) until the DNS server has answered nginx `ip` for
-    /// [`NAME`] after `since`, then makes one round trip through nginx's
-    /// one worker: the answer's datagram was in the resolver's socket
-    /// before the request's connection was accepted, so the worker has
-    /// read it, and applied it to the upstream, by the time it answers.
+    /// [`NAME`] after `since` and sent that answer ([`DnsServer::wait_answered`]),
+    /// then makes one round trip through nginx's one worker: the answer's
+    /// datagram was in the resolver's socket before the request was sent,
+    /// so the worker has read it, and applied it to the upstream, by the
+    /// time it answers.
     pub async fn wait_applied(&self, ip: Ipv4Addr, since: Instant) {
         self.dns
             .wait_answered(
