@@ -21,8 +21,11 @@
 //! `unknown`), `other.rs` (address-shaped 502/504s). `join.rs` pairs the
 //! lines and builds each incident's skeleton; `evidence.rs` holds the
 //! lookups the rules share (a peer out of service, an NXDOMAIN, a flip of
-//! the served set, the nearby lines).
+//! the served set, the nearby lines), `emptied.rs` what `first.rs` and
+//! `unseen.rs` share to say `empty` (static peers, U's names, each name's
+//! NXDOMAIN, whether the access logs cover the span).
 
+mod emptied;
 mod evidence;
 mod first;
 mod join;
@@ -53,8 +56,8 @@ pub enum Family {
     /// A refusal no evidence decides: no address of the upstream served
     /// before it, and no line or configuration says whether its list held
     /// peers (`unavailable`) or none (`empty`). Its reason names what is
-    /// missing and the flag that would give it. Never the race, never a
-    /// guess.
+    /// missing and the flag that would give it. Not a guess: neither
+    /// counted as the race nor shown not to be it.
     Unknown,
 }
 
@@ -237,9 +240,6 @@ struct Classifier<'a> {
     /// Per upstream, its resolver lines (indices into
     /// [`Collected::errors`], by time): those whose name is its own.
     resolver_lines: HashMap<&'a str, Vec<usize>>,
-    /// NXDOMAIN lines (indices, by time) whose name is no known
-    /// upstream's: any of them could be the one that emptied a list.
-    untied_nxdomains: Vec<usize>,
     /// The names of resolver lines tied to no upstream.
     untied_names: BTreeSet<&'a str>,
     /// Whether an error log was read at all.
@@ -368,10 +368,9 @@ impl<'a> Classifier<'a> {
         // Each upstream's resolver lines, and the lines of names no
         // upstream is known to resolve.
         let mut resolver_lines: HashMap<&'a str, Vec<usize>> = HashMap::new();
-        let mut untied_nxdomains = Vec::new();
         let mut untied_names = BTreeSet::new();
         for (ei, kept) in data.errors.iter().enumerate() {
-            let ErrorKind::Resolver { name, nxdomain } = kept.kind else {
+            let ErrorKind::Resolver { name, .. } = kept.kind else {
                 continue;
             };
             match resolves.get(&name).filter(|set| !set.is_empty()) {
@@ -382,9 +381,6 @@ impl<'a> Classifier<'a> {
                 }
                 None => {
                     untied_names.insert(data.strings.get(name));
-                    if nxdomain {
-                        untied_nxdomains.push(ei);
-                    }
                 }
             }
         }
@@ -412,7 +408,6 @@ impl<'a> Classifier<'a> {
             runs,
             first_served,
             resolver_lines,
-            untied_nxdomains,
             untied_names,
             error_log: data.files.iter().any(|f| f.kind == LogKind::Error),
         }

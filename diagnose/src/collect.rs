@@ -67,6 +67,10 @@ pub struct Collected {
     pub module_lines: u64,
     /// Access entries parsed.
     pub access_entries: u64,
+    /// The earliest and the latest time (UTC milliseconds) of an access
+    /// entry parsed, of any status: the span the access logs read cover,
+    /// outside which "nothing of U was selected" says nothing.
+    pub access_span: Option<(i64, i64)>,
     /// The zone offsets access-log times were written with.
     pub access_offsets: BTreeSet<i32>,
     /// The error log's offset east of UTC, in seconds, as applied.

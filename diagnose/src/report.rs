@@ -45,24 +45,27 @@ fn table(incidents: &[Incident]) -> BTreeMap<&str, BTreeMap<Family, Row<'_>>> {
 }
 
 /// The verdict line. Refusals of family `unknown` are counted apart: the
-/// logs do not say whether they are the race.
+/// logs do not say whether they are the race, so with any of them "none"
+/// says only that none was shown to be.
 pub fn verdict(incidents: &[Incident]) -> String {
     let total = incidents.len();
     let count = |f: Family| incidents.iter().filter(|i| i.family == f).count();
     let two = count(Family::GenerationRetry);
     let one = count(Family::GenerationFirst);
-    let unknown = match count(Family::Unknown) {
-        0 => String::new(),
-        n => format!(" ({n} unknown: their evidence is missing, see their reasons)"),
-    };
-    if two + one == 0 {
-        format!("none of {total} 502/504s are the generation race{unknown}.")
-    } else {
-        format!(
-            "{} of {total} 502/504s are the generation race (2-hop {two}, 1-hop {one}){unknown}; \
-             the module generation_retry, or nginx-src-patches, removes them.",
-            two + one
-        )
+    let unknown = count(Family::Unknown);
+    let apart = format!("{unknown} unknown (their evidence is missing, see their reasons)");
+    match (two + one, unknown) {
+        (0, 0) => format!("none of {total} 502/504s are the generation race."),
+        (0, _) => format!("none of {total} 502/504s shown to be the generation race; {apart}."),
+        (race, k) => format!(
+            "{race} of {total} 502/504s are the generation race (2-hop {two}, 1-hop {one}); the \
+             module generation_retry, or nginx-src-patches, removes them{}.",
+            if k == 0 {
+                String::new()
+            } else {
+                format!("; {apart}")
+            }
+        ),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Around, Classifier, Family, Skeleton, Verdict, HELD_MS, SECOND};
+use super::{Around, Classifier, Family, Skeleton, Verdict, HELD_MS};
 
 impl Classifier<'_> {
     /// A refused first selection (1-hop), from the run of refusals it
@@ -12,10 +12,13 @@ impl Classifier<'_> {
     ///
     /// 1. with `$request_time`, an address that came while it was in
     ///    flight: `generation-first`;
-    /// 2. an NXDOMAIN for the name at or before `r0` with nothing selected
-    ///    since its second (a request that began before it and ended after
-    ///    it does not count), or nothing ever served before `r0` while the
-    ///    name serves later (not resolved yet): `empty`;
+    /// 2. where the configuration gives the upstream no static peer (a
+    ///    list with one is never empty): an NXDOMAIN for each of its names
+    ///    within fail_timeout before `r0` with nothing selected since the
+    ///    second of the earliest (a request that began before it and ended
+    ///    after it does not count), in access logs that cover that span;
+    ///    or nothing ever served before `r0` while the name serves later
+    ///    (not resolved yet): `empty`;
     /// 3. a peer disabled or failing within fail_timeout before `r0` and
     ///    not serving since: `unavailable`;
     /// 4. a change in the window: `generation-first`; else, with peers
@@ -56,37 +59,27 @@ impl Classifier<'_> {
             })
             .unwrap_or(t)
             .min(t);
-        // An address that ended a request after the NXDOMAIN was often
-        // selected before it (an old peer still answering, or failing and
-        // disabled): only one surely selected since says the list held it.
-        let last = timeline.last_selected(u, r0, self.lookback(u));
-        if let Some((ei, name)) = self.nxdomain_between(u, r0 - self.lookback(u), r0) {
-            let nx = self.data.errors[ei].time_ms;
-            if last.is_none_or(|l| l < nx + SECOND) {
+        // A list with a static peer is never empty. An address that ended
+        // a request after the NXDOMAIN was often selected before it (an old
+        // peer still answering, or failing and disabled): only one surely
+        // selected since says the list held it (`emptied.rs`, shared with
+        // `unseen.rs`).
+        if self.statics(s, u).is_empty() {
+            if let Some(e) = self
+                .nxdomains(u, Some(r0 - self.lookback(u)), r0)
+                .filter(|e| e.emptied())
+            {
+                return self.emptied_verdict(&e, u, None);
+            }
+            if self.first_served(u).is_none_or(|f| f > r0)
+                && !timeline.seen_ids(u, t, t + self.window).is_empty()
+            {
                 return (
                     Family::Empty,
-                    format!(
-                        "{name} could not be resolved (3: Host not found) at {}, and no address \
-                         of {u} served since: the list was empty",
-                        self.data.error_time_text(&self.data.errors[ei])
-                    ),
-                    Some(ei),
+                    format!("no address of {u} served before, and one serves just after: the name had not resolved yet"),
+                    None,
                 );
             }
-        }
-        // Upstreams refused only in the error log have no precomputed run.
-        let first_served = match self.first_served.get(u) {
-            Some(f) => *f,
-            None => timeline.first_seen(u),
-        };
-        if first_served.is_none_or(|f| f > r0)
-            && !timeline.seen_ids(u, t, t + self.window).is_empty()
-        {
-            return (
-                Family::Empty,
-                format!("no address of {u} served before, and one serves just after: the name had not resolved yet"),
-                None,
-            );
         }
         // Every line counts here, also for an address a change moved: a
         // run of refusals with nothing served is not a change in flight.

@@ -123,6 +123,10 @@ impl Collector {
         };
         let data = &mut self.data;
         data.access_entries += 1;
+        data.access_span = Some(match data.access_span {
+            Some((first, last)) => (first.min(entry.time_ms), last.max(entry.time_ms)),
+            None => (entry.time_ms, entry.time_ms),
+        });
         if let Some(off) = entry.offset_s {
             if data.access_offsets.len() < 8 {
                 data.access_offsets.insert(off);

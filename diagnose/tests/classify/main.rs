@@ -4,7 +4,7 @@
 //! The scenarios by theme: `race` (the generation families), `resolver`
 //! (resolver lines and `empty`), `not_race` (`unavailable` and `other`),
 //! `unseen` (refusals with nothing of their upstream seen: evidence or
-//! `unknown`), `logs` (log formats, the error log's offset, the human
+//! `unknown`), `unseen_gaps` (where that evidence has gaps), `logs` (log formats, the error log's offset, the human
 //! report); here, the helpers they share.
 
 #[path = "../common/mod.rs"]
@@ -15,6 +15,7 @@ mod not_race;
 mod race;
 mod resolver;
 mod unseen;
+mod unseen_gaps;
 
 use common::{Logs, A, B};
 use generation_retry_diagnose::classify::{Family, Incident};

@@ -16,9 +16,13 @@ use generation_retry_diagnose::collect::{Collector, LogKind, Options};
 use generation_retry_diagnose::{analyze, report, run};
 
 /// Three refusals of `be` (1-hop, each with its `no live upstreams`
-/// line), 15 to 17 s into the log, and nothing of `be` served.
-fn refusals() -> Logs {
+/// line), 15 to 17 s into the log, and nothing of `be` served. The access
+/// log begins at 0 ms (a static file, no upstream), so it covers the span
+/// since any resolver line of these tests: nothing of `be` selected there
+/// is evidence (see `unseen_gaps.rs` for logs that do not cover it).
+pub(crate) fn refusals() -> Logs {
     let mut l = Logs::new();
+    l.access(0, 200, "-", "/favicon.ico", 1);
     for (k, ms) in [15_000, 16_000, 17_000].into_iter().enumerate() {
         let conn = 40 + k as u64;
         l.no_live(ms, conn, "/p");
@@ -27,7 +31,8 @@ fn refusals() -> Logs {
     l
 }
 
-fn options(f: impl FnOnce(&mut Options)) -> Options {
+/// Options with the error log in UTC, changed by `f`.
+pub(crate) fn options(f: impl FnOnce(&mut Options)) -> Options {
     let mut o = Options {
         error_offset_s: Some(0),
         ..Options::default()
@@ -37,7 +42,7 @@ fn options(f: impl FnOnce(&mut Options)) -> Options {
 }
 
 /// Every incident's family is `family`, and its reason holds `text`.
-fn all(incidents: &[Incident], family: Family, text: &str) {
+pub(crate) fn all(incidents: &[Incident], family: Family, text: &str) {
     assert_eq!(incidents.len(), 3, "{incidents:#?}");
     for i in incidents {
         assert_eq!(i.family, family, "{}: {}", i.time_text, i.reason);
@@ -172,8 +177,8 @@ fn nothing_seen_and_no_evidence_is_unknown_with_the_flag_named() {
         .contains("no line says whether its list held peers (unavailable) or none (empty)"));
     assert_eq!(
         report::verdict(&analysis.incidents),
-        "none of 3 502/504s are the generation race (3 unknown: their evidence is missing, \
-         see their reasons)."
+        "none of 3 502/504s shown to be the generation race; 3 unknown (their evidence is \
+         missing, see their reasons)."
     );
     let text = report::human(&analysis);
     assert!(text.contains("  unknown                 3"), "{text}");
