@@ -14,8 +14,10 @@
 //! - no line: `other` (an attempt that failed on its own).
 //!
 //! The tool's own `unknown` (a refusal no evidence decides: see
-//! [`UNKNOWN`]) is no true family: it is never placed right, and counts
-//! against the family each such 502 truly has.
+//! [`UNKNOWN`]) is no true family: it is never placed right (no true
+//! family is called so), counts against the family each such 502 truly
+//! has, and is counted apart ([`Score::unknown`]) so that a score says how
+//! many of its misses are the tool saying it cannot tell.
 //!
 //! A stock arm has no module to label it; [`Truth::ByConstruction`] says
 //! what its configuration allows instead: one re-resolving peer of one
@@ -69,6 +71,9 @@ pub struct Score {
     pub families: [(usize, usize); 5],
     /// The first misplaced incidents: request, true family, the tool's.
     pub misplaced: Vec<String>,
+    /// 502s the tool called [`UNKNOWN`] (each also misplaced in its true
+    /// family).
+    pub unknown: usize,
     /// 502/504s of the access log, and incidents the tool reported.
     pub errors_logged: usize,
     pub incidents: usize,
@@ -140,7 +145,10 @@ impl Score {
             .zip(self.families)
             .map(|(f, (t, r))| format!("{f} {r}/{t}"))
             .collect();
-        format!("{}: {}", self.arm, cells.join(", "))
+        match self.unknown {
+            0 => format!("{}: {}", self.arm, cells.join(", ")),
+            n => format!("{}: {}; {n} {UNKNOWN}", self.arm, cells.join(", ")),
+        }
     }
 }
 
@@ -336,8 +344,13 @@ fn tally(name: &str, truths: Truths, truth: Truth, placed: &Placements) -> Score
             .by_path
             .get(&e.path)
             .map_or(("(none)", ""), |(f, r)| (f.as_str(), r.as_str()));
-        // `unknown` is the tool saying it cannot tell: never right.
-        if tool == family && tool != UNKNOWN {
+        // `unknown` is the tool saying it cannot tell: no true family is
+        // called so (FAMILIES lacks it), so it is never right; it is
+        // counted apart.
+        if tool == UNKNOWN {
+            score.unknown += 1;
+        }
+        if tool == family {
             score.families[i].1 += 1;
         } else if score.misplaced.len() < 10 {
             score.misplaced.push(format!(
@@ -460,6 +473,8 @@ mod tests {
             .expect("a family");
         assert_eq!(score.families[unavailable], (2, 1));
         assert!(!FAMILIES.contains(&UNKNOWN));
+        assert_eq!(score.unknown, 1);
+        assert!(score.line().ends_with("; 1 unknown"), "{}", score.line());
         let failures = score.failures(MIN_SHARE).join("\n");
         assert!(
             failures.contains("unavailable: 1 of 2 placed right")
