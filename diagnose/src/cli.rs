@@ -50,7 +50,8 @@ FAMILIES (each 502/504 gets one):
   unknown           a refusal no evidence decides; its reason names the flag to pass
 
 OUTPUT: the one-line verdict first (\"N of M 502/504s are the generation race \
-...\" or \"none of M 502/504s are the generation race.\"), then per upstream \
+...\" or \"none of M 502/504s are the generation race.\", with \"; K unknown\" \
+when evidence is missing), then per upstream \
 and family a count and one example with its evidence, the unparseable lines, \
 notes, and the verdict again as the last line. With --json, JSON instead.
 
