@@ -174,6 +174,17 @@ pub(crate) fn stock() -> PathBuf {
     install_dir().join("stock/sbin/nginx")
 }
 
+/// The stock nginx run with `-p prefix` and `args` (`-t`, `-T`, `-e`):
+/// what it said.
+pub(crate) fn nginx_in(prefix: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(stock())
+        .arg("-p")
+        .arg(prefix)
+        .args(args)
+        .output()
+        .expect("run nginx")
+}
+
 pub(crate) fn version_string() -> String {
     let (a, b, c) = version();
     format!("{a}.{b}.{c}")

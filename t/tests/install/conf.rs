@@ -8,9 +8,8 @@
 
 use std::fs;
 use std::net::TcpListener;
-use std::process::Command;
 
-use crate::common::{is_root, nowhere, scratch, stock, xtask, MODULE};
+use crate::common::{is_root, nginx_in, nowhere, scratch, stock, xtask, MODULE};
 use crate::release::Release;
 
 /// The comment the install writes above the `include` it adds.
@@ -59,12 +58,7 @@ fn edit_conf_adds_the_include_and_uninstall_takes_out_all_the_install_made() {
     let log_before = fs::read_to_string(&log).unwrap();
     let stock = stock();
     // nginx warns at every test of this configuration.
-    let t = Command::new(&stock)
-        .args(["-e", "stderr", "-p"])
-        .arg(&p)
-        .arg("-t")
-        .output()
-        .unwrap();
+    let t = nginx_in(&p, &["-e", "stderr", "-t"]);
     let said = String::from_utf8_lossy(&t.stderr);
     assert!(
         t.status.success() && said.contains("conflicting server name"),
@@ -121,12 +115,7 @@ fn edit_conf_adds_the_include_and_uninstall_takes_out_all_the_install_made() {
         )
     );
     assert_eq!(fs::read_to_string(&backup).unwrap(), original);
-    let dump = Command::new(&stock)
-        .args(["-e", "stderr", "-p"])
-        .arg(&p)
-        .arg("-T")
-        .output()
-        .unwrap();
+    let dump = nginx_in(&p, &["-e", "stderr", "-T"]);
     assert!(
         String::from_utf8_lossy(&dump.stdout)
             .contains(&format!("# configuration file {}:", snippet.display())),
@@ -181,11 +170,6 @@ fn edit_conf_adds_the_include_and_uninstall_takes_out_all_the_install_made() {
         "{}",
         run.said()
     );
-    let t = Command::new(&stock)
-        .args(["-e", "stderr", "-p"])
-        .arg(&p)
-        .arg("-t")
-        .output()
-        .unwrap();
+    let t = nginx_in(&p, &["-e", "stderr", "-t"]);
     assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
 }

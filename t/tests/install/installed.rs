@@ -4,13 +4,13 @@
 //! after an upgrade.
 
 use std::fs;
-use std::process::Command;
 
 use generation_retry_t::nginx::{free_port, install_dir, Flavor};
 use generation_retry_t::scenarios::http::Lab;
 
 use crate::common::{
-    from_crates_io, mtime, nowhere, prefix_with, stock, version_string, workspace, xtask, MODULE,
+    from_crates_io, mtime, nginx_in, nowhere, prefix_with, stock, version_string, workspace, xtask,
+    MODULE,
 };
 use crate::release::Release;
 
@@ -160,7 +160,6 @@ fn a_failing_nginx_t_puts_everything_back() {
     let old = p.join("modules").join(format!("{MODULE}.old"));
     fs::write(&so, b"the module installed before").unwrap();
     fs::write(&old, b"the one before that").unwrap();
-    let stock = stock();
     let release = Release::serve("rollback");
     let install = || release.install_into(&p);
     let run = install();
@@ -177,12 +176,7 @@ fn a_failing_nginx_t_puts_everything_back() {
     assert_eq!(fs::read(&so).unwrap(), b"the module installed before");
     assert_eq!(fs::read(&old).unwrap(), b"the one before that");
     assert!(!p.join("conf/modules.d/generation-retry.conf").exists());
-    let t = Command::new(&stock)
-        .arg("-p")
-        .arg(&p)
-        .arg("-t")
-        .output()
-        .unwrap();
+    let t = nginx_in(&p, &["-t"]);
     assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
 
     // The module there already is the one built (only the snippet is
@@ -232,13 +226,7 @@ fn an_nginx_upgrade_replaces_the_module_built_for_the_old_one() {
         format!("load_module {};\n", so.display()),
     )
     .unwrap();
-    let stock = stock();
-    let t = Command::new(&stock)
-        .arg("-p")
-        .arg(&p)
-        .arg("-t")
-        .output()
-        .unwrap();
+    let t = nginx_in(&p, &["-t"]);
     let said = String::from_utf8_lossy(&t.stderr);
     assert!(
         !t.status.success() && said.contains("version 1028000 instead of"),
@@ -257,11 +245,6 @@ fn an_nginx_upgrade_replaces_the_module_built_for_the_old_one() {
         fs::read(p.join("modules").join(format!("{MODULE}.old"))).unwrap(),
         fs::read(&old).unwrap()
     );
-    let t = Command::new(&stock)
-        .arg("-p")
-        .arg(&p)
-        .arg("-t")
-        .output()
-        .unwrap();
+    let t = nginx_in(&p, &["-t"]);
     assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
 }
