@@ -197,7 +197,7 @@ pub fn command(args: &[String]) -> Result {
 /// one nginx has loaded), then the repository's README, whose `cargo
 /// xtask` commands need a clone.
 fn release_readme(readme: &str, name: &str) -> String {
-    let so = "ngx_http_upstream_generation_retry_module.so";
+    let so = crate::build::MODULE_FILE;
     format!(
         "# {name}: the source release
 

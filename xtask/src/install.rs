@@ -53,7 +53,7 @@ use crate::workspace::{target_dir, Result};
 use binary::{admissible, dump, identify, Identity};
 use compile::{build_module, prove_loads, tree_flags};
 use conf::Dump;
-use place::{edit_conf, package_owner, put_in, Layout, Undo, MADE_DIR_NOTE};
+use place::{edit_conf, package_owner, put_in, Layout, Undo};
 
 pub use uninstall::uninstall;
 
@@ -80,11 +80,7 @@ cargo xtask uninstall --for NGINX_BINARY [--prefix DIR] [--dry-run]
 
 /// Whether `args` ask for `--help` (or `-h`): then [`USAGE`] is printed.
 pub fn help(args: &[String]) -> bool {
-    let asked = args.iter().any(|a| a == "--help" || a == "-h");
-    if asked {
-        println!("{USAGE}");
-    }
-    asked
+    crate::versions::print_help(args, USAGE)
 }
 
 /// The options of `install`, `uninstall` and `build --for`.
@@ -282,8 +278,7 @@ pub fn install(args: &[String]) -> Result {
 
     let new = fs::read(&built.so).map_err(|e| format!("{}: {e}", built.so.display()))?;
     let undo = Undo::take(&layout)?;
-    let made_dir = undo.snippet_dir_made
-        || fs::read_to_string(&layout.snippet).is_ok_and(|t| t.starts_with(MADE_DIR_NOTE));
+    let made_dir = undo.snippet_dir_made || layout.snippet_made_dir();
     let text = layout.snippet_text(made_dir);
     let same_module = fs::read(layout.module()).is_ok_and(|b| b == new);
     let same_snippet = fs::read(&layout.snippet).is_ok_and(|b| b == text.as_bytes());

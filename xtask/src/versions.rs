@@ -120,12 +120,18 @@ pub fn usage(command: &str) -> String {
 /// Whether `args` ask for `--help` (or `-h`) before any `--` (what follows
 /// it is the test binaries'): then [`usage`] is printed.
 pub fn help(command: &str, args: &[String]) -> bool {
+    print_help(args, &usage(command))
+}
+
+/// Whether `args` ask for `--help` (or `-h`) before any `--` (what
+/// follows it is the test binaries'): then `usage` is printed.
+pub fn print_help(args: &[String], usage: &str) -> bool {
     let asked = args
         .iter()
         .take_while(|a| *a != "--")
         .any(|a| a == "--help" || a == "-h");
     if asked {
-        println!("{}", usage(command));
+        println!("{usage}");
     }
     asked
 }

@@ -58,11 +58,7 @@ pub(crate) fn all(incidents: &[Incident], family: Family, text: &str) {
 #[test]
 fn an_nxdomain_long_before_with_nothing_served_since_is_empty() {
     let mut l = refusals();
-    l.raw_error(
-        500,
-        "error",
-        "app.test could not be resolved (3: Host not found)",
-    );
+    l.nxdomain(500, "app.test");
     let analysis = l.analyze();
     all(
         &analysis.incidents,
@@ -83,11 +79,7 @@ fn an_nxdomain_long_before_with_nothing_served_since_is_empty() {
     // line says nothing of the list at the refusals (which the served
     // address, with no NXDOMAIN since, says held peers).
     let mut l = refusals();
-    l.raw_error(
-        500,
-        "error",
-        "app.test could not be resolved (3: Host not found)",
-    );
+    l.nxdomain(500, "app.test");
     l.ok(3_000, A);
     let analysis = l.analyze();
     all(
@@ -136,11 +128,7 @@ fn a_name_that_never_resolved_is_empty_whatever_the_failure() {
 fn an_untied_nxdomain_names_the_flag_that_ties_it() {
     let mut l = refusals();
     l.access(100, 200, "10.0.0.9:80, api", "/api", 7);
-    l.raw_error(
-        500,
-        "error",
-        "app.test could not be resolved (3: Host not found)",
-    );
+    l.nxdomain(500, "app.test");
     let analysis = l.analyze();
     all(
         &analysis.incidents,
@@ -195,7 +183,7 @@ fn nothing_seen_and_no_evidence_is_unknown_with_the_flag_named() {
 #[test]
 fn a_retry_seen_only_in_the_error_log_is_not_empty() {
     let mut l = Logs::new();
-    l.raw_error(500, "error", "be could not be resolved (3: Host not found)");
+    l.nxdomain(500, "be");
     l.error(
         15_000,
         "error",

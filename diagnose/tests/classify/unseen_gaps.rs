@@ -37,7 +37,7 @@ fn error_log_only(lines: &[String]) -> Vec<Incident> {
 fn an_nxdomain_without_the_access_log_is_unknown() {
     for nx in [500, 50_000] {
         let mut l = Logs::new();
-        l.raw_error(nx, "error", "be could not be resolved (3: Host not found)");
+        l.nxdomain(nx, "be");
         l.no_live(55_000, 9, "/p");
         let incidents = error_log_only(&l.error);
         assert_eq!(incidents.len(), 1, "{incidents:#?}");
@@ -118,11 +118,7 @@ fn a_static_peer_beside_a_resolving_name_is_never_empty() {
     };
     for nx in [500, 14_000] {
         let mut l = refusals();
-        l.raw_error(
-            nx,
-            "error",
-            "app.test could not be resolved (3: Host not found)",
-        );
+        l.nxdomain(nx, "app.test");
         all(
             &l.analyze_opts(FORMAT, mixed()).incidents,
             Family::Unavailable,
@@ -154,11 +150,7 @@ fn another_upstreams_nxdomain_may_be_this_ones_while_its_names_are_unknown() {
     l.access(2_000, 200, &format!("{A}, be"), "/u", 5);
     l.ok(3_000, A);
     l.access(3_100, 200, &format!("{B}, api"), "/api", 6);
-    l.raw_error(
-        10_000,
-        "error",
-        "app.test could not be resolved (3: Host not found)",
-    );
+    l.nxdomain(10_000, "app.test");
     let servers = |pairs: &[(&str, &str)]| {
         let pairs: Vec<(String, String)> = pairs
             .iter()
@@ -205,27 +197,15 @@ fn one_of_two_names_failing_leaves_the_others_peers() {
         })
     };
     let mut l = refusals();
-    l.raw_error(
-        500,
-        "error",
-        "a.test could not be resolved (3: Host not found)",
-    );
+    l.nxdomain(500, "a.test");
     all(
         &l.analyze_opts(FORMAT, two()).incidents,
         Family::Unavailable,
         "be resolves b.test and the error log has no failure to resolve it",
     );
     let mut both = refusals();
-    both.raw_error(
-        500,
-        "error",
-        "a.test could not be resolved (3: Host not found)",
-    );
-    both.raw_error(
-        5_000,
-        "error",
-        "b.test could not be resolved (3: Host not found)",
-    );
+    both.nxdomain(500, "a.test");
+    both.nxdomain(5_000, "b.test");
     all(
         &both.analyze_opts(FORMAT, two()).incidents,
         Family::Empty,
@@ -233,11 +213,7 @@ fn one_of_two_names_failing_leaves_the_others_peers() {
          2026/12/01 07:00:05, and no address of be was selected since",
     );
     let mut servfail = refusals();
-    servfail.raw_error(
-        500,
-        "error",
-        "a.test could not be resolved (3: Host not found)",
-    );
+    servfail.nxdomain(500, "a.test");
     servfail.raw_error(
         5_000,
         "error",

@@ -115,6 +115,15 @@ impl Logs {
             .push(format!("{} [{level}] 11#11: {message}", error_time(ms)));
     }
 
+    /// nginx's resolver line for an NXDOMAIN of `name`, at `error`.
+    pub fn nxdomain(&mut self, ms: i64, name: &str) {
+        self.raw_error(
+            ms,
+            "error",
+            &format!("{name} could not be resolved (3: Host not found)"),
+        );
+    }
+
     /// The access lines rendered in another format: [`FORMAT_NO_CONN`]
     /// drops the trailing `$connection`, [`FORMAT_BARE`] keeps
     /// `$msec $status "$upstream_addr"`.

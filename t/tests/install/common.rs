@@ -174,6 +174,23 @@ pub(crate) fn stock() -> PathBuf {
     install_dir().join("stock/sbin/nginx")
 }
 
+/// The comment the install writes above the `include` it adds.
+pub(crate) const ADDED_NOTE: &str = "# generation-retry: `cargo xtask install --edit-conf` added the next line; `cargo xtask uninstall` removes it";
+
+/// `cargo xtask uninstall --for` the stock nginx with `--prefix prefix`,
+/// offline, its downloads cached in `cache`.
+pub(crate) fn uninstall_in(prefix: &Path, cache: &Path) -> Run {
+    let stock = stock();
+    let args = [
+        "uninstall",
+        "--for",
+        stock.to_str().unwrap(),
+        "--prefix",
+        prefix.to_str().unwrap(),
+    ];
+    xtask(&args, &nowhere(), cache)
+}
+
 /// The stock nginx run with `-p prefix` and `args` (`-t`, `-T`, `-e`):
 /// what it said.
 pub(crate) fn nginx_in(prefix: &Path, args: &[&str]) -> std::process::Output {

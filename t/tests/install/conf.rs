@@ -9,11 +9,8 @@
 use std::fs;
 use std::net::TcpListener;
 
-use crate::common::{is_root, nginx_in, nowhere, scratch, stock, xtask, MODULE};
+use crate::common::{is_root, nginx_in, scratch, uninstall_in, ADDED_NOTE, MODULE};
 use crate::release::Release;
-
-/// The comment the install writes above the `include` it adds.
-const ADDED_NOTE: &str = "# generation-retry: `cargo xtask install --edit-conf` added the next line; `cargo xtask uninstall` removes it";
 
 /// The whole round on an nginx.org-style layout. Its nginx.conf logs at
 /// `warn` into `logs/error.log` (the binary's compiled-in error log too)
@@ -56,7 +53,6 @@ fn edit_conf_adds_the_include_and_uninstall_takes_out_all_the_install_made() {
     let log = p.join("logs/error.log");
     fs::write(&log, "the log before the install\n").unwrap();
     let log_before = fs::read_to_string(&log).unwrap();
-    let stock = stock();
     // nginx warns at every test of this configuration.
     let t = nginx_in(&p, &["-e", "stderr", "-t"]);
     let said = String::from_utf8_lossy(&t.stderr);
@@ -144,15 +140,7 @@ fn edit_conf_adds_the_include_and_uninstall_takes_out_all_the_install_made() {
     fs::write(&conf, &edited).unwrap();
 
     // 4. Uninstall: nothing the install made is left.
-    let stock_arg = stock.to_str().unwrap();
-    let args = [
-        "uninstall",
-        "--for",
-        stock_arg,
-        "--prefix",
-        p.to_str().unwrap(),
-    ];
-    let run = xtask(&args, &nowhere(), &p.join("cache"));
+    let run = uninstall_in(&p, &p.join("cache"));
     assert!(run.ok, "{}", run.said());
     assert_eq!(fs::read_to_string(&conf).unwrap(), original);
     for gone in [

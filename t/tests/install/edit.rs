@@ -7,11 +7,8 @@ use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use crate::common::{is_root, nowhere, scratch, stock, xtask, MODULE};
+use crate::common::{is_root, scratch, uninstall_in, ADDED_NOTE, MODULE};
 use crate::release::Release;
-
-/// The comment the install writes above the `include` it adds.
-const ADDED_NOTE: &str = "# generation-retry: `cargo xtask install --edit-conf` added the next line; `cargo xtask uninstall` removes it";
 
 /// Owner, group and permission bits of `path`, followed if a symlink.
 fn owned(path: &Path) -> (u32, u32, u32) {
@@ -82,15 +79,7 @@ fn edit_conf_on_modules_enabled_through_a_symlinked_nginx_conf() {
     assert!(snippet.is_file() && p.join("modules").join(MODULE).is_file());
 
     // 2. Taken out with the snippet, whatever else is enabled.
-    let stock = stock();
-    let args = [
-        "uninstall",
-        "--for",
-        stock.to_str().unwrap(),
-        "--prefix",
-        p.to_str().unwrap(),
-    ];
-    let run = xtask(&args, &nowhere(), &p.join("cache"));
+    let run = uninstall_in(&p, &p.join("cache"));
     assert!(run.ok, "{}", run.said());
     assert!(!run.stdout.contains("kept"), "{}", run.said());
     assert!(is_link(), "nginx.conf is no symlink now: {}", run.said());

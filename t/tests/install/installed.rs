@@ -9,8 +9,7 @@ use generation_retry_t::nginx::{free_port, install_dir, Flavor};
 use generation_retry_t::scenarios::http::Lab;
 
 use crate::common::{
-    from_crates_io, mtime, nginx_in, nowhere, prefix_with, stock, version_string, workspace, xtask,
-    MODULE,
+    from_crates_io, mtime, nginx_in, prefix_with, uninstall_in, version_string, workspace, MODULE,
 };
 use crate::release::Release;
 
@@ -24,7 +23,6 @@ async fn installs_a_working_module_into_the_nginx_under_test() {
     let v = version_string();
     let release = Release::serve("release");
     let p = prefix_with("prefix", "include ${SNIPPETS};\nevents {}\nhttp { }\n");
-    let stock = stock();
     let cache = p.join("cache");
     let run = release.install_into(&p);
     assert!(run.ok, "{}", run.said());
@@ -100,16 +98,7 @@ async fn installs_a_working_module_into_the_nginx_under_test() {
     );
     assert_ne!(using, plain);
     fs::write(&conf, &using).unwrap();
-    let uninstall = || {
-        let args = [
-            "uninstall",
-            "--for",
-            stock.to_str().unwrap(),
-            "--prefix",
-            p.to_str().unwrap(),
-        ];
-        xtask(&args, &nowhere(), &cache)
-    };
+    let uninstall = || uninstall_in(&p, &cache);
     let out = uninstall();
     assert!(
         !out.ok

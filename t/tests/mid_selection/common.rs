@@ -77,11 +77,7 @@ pub(crate) async fn ready(nginx: &Nginx, prefix: &str) {
     let deadline = Instant::now() + patience(Duration::from_secs(10));
     loop {
         let r = any.get("/status?format=json").await;
-        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
-        let resolved = v["upstreams"]
-            .as_array()
-            .and_then(|a| a.iter().find(|u| u["upstream"] == UPSTREAM))
-            .is_some_and(|u| u["peers"].as_u64() > Some(0));
+        let resolved = upstream_object(&r.body).is_some_and(|u| u["peers"].as_u64() > Some(0));
         if resolved {
             break;
         }
@@ -124,12 +120,17 @@ pub(crate) async fn pinned(nginx: &Nginx, workers: [libc::pid_t; 2]) -> (Connect
 pub(crate) async fn status(c: &mut Connection) -> serde_json::Value {
     let r = c.get("/status?format=json").await.unwrap();
     assert_eq!(r.status(), 200, "{r:?}");
-    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    upstream_object(&r.body).unwrap_or_else(|| panic!("no upstream {UPSTREAM}: {}", r.body))
+}
+
+/// `upstream be`'s object in the status endpoint's JSON `body`.
+fn upstream_object(body: &str) -> Option<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
     v["upstreams"]
-        .as_array()
-        .and_then(|a| a.iter().find(|u| u["upstream"] == UPSTREAM))
+        .as_array()?
+        .iter()
+        .find(|u| u["upstream"] == UPSTREAM)
         .cloned()
-        .unwrap_or_else(|| panic!("no upstream {UPSTREAM}: {}", r.body))
 }
 
 /// Points the name at `ip` and waits until nginx asked and was told.

@@ -92,6 +92,12 @@ impl Layout {
         format!("{note}load_module {};\n", self.module().display())
     }
 
+    /// Whether the snippet there says the install made its directory
+    /// (its first line is [`MADE_DIR_NOTE`]).
+    pub(super) fn snippet_made_dir(&self) -> bool {
+        fs::read(&self.snippet).is_ok_and(|b| b.starts_with(MADE_DIR_NOTE.as_bytes()))
+    }
+
     /// The directory of the snippet (`modules.d/`, `modules-enabled/`).
     pub(super) fn snippet_dir(&self) -> &Path {
         self.snippet.parent().unwrap_or(Path::new("/"))

@@ -6,6 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use super::binary::{not_a_binary, parse_v};
 use super::conf::{add_include, remove_include, ADDED_NOTE};
+use super::place::MADE_DIR_NOTE;
 use super::*;
 use crate::build::MODULE_FILE;
 

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::binary::{dump, identify, test_config};
 use super::conf::{remove_include, Dump};
-use super::place::{package_owner, replace, Layout, Undo, Was, MADE_DIR_NOTE};
+use super::place::{package_owner, replace, Layout, Undo};
 use super::Args;
 use crate::workspace::Result;
 
@@ -57,12 +57,11 @@ pub fn uninstall(args: &[String]) -> Result {
         );
         return Ok(());
     }
-    let snippet = Was::read(&layout.snippet)?;
     let conf = fs::read_to_string(layout.conf_file()).ok();
     let marked = conf
         .as_deref()
         .is_some_and(|c| remove_include(c, &layout.include_line()).is_some());
-    if matches!(snippet, Was::Absent) && !module.is_file() && !marked {
+    if !layout.snippet.exists() && !module.is_file() && !marked {
         println!(
             "xtask: neither {} nor {} is there; nothing changed",
             layout.snippet.display(),
@@ -117,7 +116,7 @@ pub(super) fn take_out(
 /// [`take_out`]'s steps, stopping at the first failure.
 fn steps(layout: &Layout, test: impl FnOnce() -> Result) -> Result<(Vec<String>, Vec<String>)> {
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
-    let made_dir = fs::read(&layout.snippet).is_ok_and(|b| b.starts_with(MADE_DIR_NOTE.as_bytes()));
+    let made_dir = layout.snippet_made_dir();
     if layout.snippet.is_file() {
         fs::remove_file(&layout.snippet)
             .map_err(|e| format!("{}: {e}", layout.snippet.display()))?;
