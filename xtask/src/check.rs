@@ -1,7 +1,8 @@
 //! `cargo xtask check`: the lint gate `.ci/run` runs before the tests.
 //! Formatting (`rustfmt.toml`), then clippy over every crate and target
 //! with warnings denied (the workspace's `[workspace.lints]` among them).
-//! Then the house's sizes ([`sizes`]). All run even when one fails, so one
+//! Then every tree's core patch series against its regeneration from the
+//! canonical one (`patches.rs`), and the house's sizes ([`sizes`]). All run even when one fails, so one
 //! run shows everything to fix.
 
 use crate::workspace::{cargo, root, Result};
@@ -51,6 +52,15 @@ pub fn command(args: &[String]) -> Result {
         }
         failed.push(*name);
     }
+    eprintln!("xtask: check: nginx-src-patches, every series as the canonical one makes it");
+    let trees: Vec<String> = crate::versions::MATRIX
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    if let Err(e) = crate::patches::check(&trees) {
+        eprintln!("xtask: check: {e}");
+        failed.push("patches");
+    }
     eprintln!("xtask: check: sizes");
     let breaches = sizes::breaches(&root());
     for b in &breaches {
@@ -60,7 +70,7 @@ pub fn command(args: &[String]) -> Result {
         failed.push("sizes");
     }
     if failed.is_empty() {
-        eprintln!("xtask: check: rustfmt and clippy clean, sizes within their limits");
+        eprintln!("xtask: check: rustfmt and clippy clean, the patch series as made, sizes within their limits");
         Ok(())
     } else {
         Err(format!("check failed: {}", failed.join(", ")))

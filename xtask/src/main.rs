@@ -56,6 +56,7 @@ mod memcheck;
 mod mutants;
 mod nginx_test;
 mod patched;
+mod patches;
 mod prereq;
 mod source;
 mod suite;
@@ -98,6 +99,7 @@ fn main() -> ExitCode {
         "soak" => bins::harness_bin("soak", rest),
         "valgrind" => valgrind::valgrind(rest),
         "mutants" => mutants::command(rest),
+        "patches" => patches::command(rest),
         "fuzz" => bins::fuzz(rest),
         "help" | "--help" | "-h" => {
             print_help();
