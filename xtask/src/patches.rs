@@ -175,9 +175,15 @@ cargo xtask patches [--check | --derive] [TREE...]
 /// The files of `tree`'s series as the canonical series and the deltas
 /// make them: name and contents, in order.
 pub fn regenerate(tree: &str) -> Result<Series> {
-    let (git, work, canonical, commits) = scratch(tree)?;
+    regenerate_from(&dir(), &target_dir().join("patches"), tree)
+}
+
+/// [`regenerate`] from the patches in `patches` (a copy of
+/// `nginx-src-patches/`), working in `work/TREE`.
+fn regenerate_from(patches: &Path, work: &Path, tree: &str) -> Result<Series> {
+    let (git, work, canonical, commits) = scratch(patches, work, tree)?;
     if tree != BASE {
-        let deltas = deltas(tree)?;
+        let deltas = deltas(patches, tree)?;
         for (patch, commit) in canonical.iter().zip(&commits) {
             let number = number(patch);
             if let Some(own) = deltas.replacing.get(&number) {
@@ -207,14 +213,18 @@ pub fn regenerate(tree: &str) -> Result<Series> {
 /// checked out as the orphan branch `made` (tag `tree`), unless `tree` is
 /// the base.
 #[allow(clippy::type_complexity)]
-fn scratch(tree: &str) -> Result<(Git, PathBuf, Vec<PathBuf>, Vec<String>)> {
-    let work = target_dir().join("patches").join(tree);
+fn scratch(
+    patches: &Path,
+    work: &Path,
+    tree: &str,
+) -> Result<(Git, PathBuf, Vec<PathBuf>, Vec<String>)> {
+    let work = work.join(tree);
     let _ = fs::remove_dir_all(&work);
     let repo = work.join("repo");
     fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
     let git = Git(repo);
     git.run(&["init", "-q", "-b", "canonical"])?;
-    let canonical = series(&dir().join(BASE))?;
+    let canonical = series(&patches.join(BASE))?;
     git.commit_tree(&source(BASE, None)?.tree, "base")?;
     git.am(&canonical)?;
     let commits = git.lines(&["rev-list", "--reverse", "base..HEAD"])?;
@@ -275,7 +285,7 @@ fn derive(tree: &str) -> Result {
     if tree == BASE {
         return Err(format!("{BASE} is the canonical series: nothing to derive"));
     }
-    let (git, work, canonical, commits) = scratch(tree)?;
+    let (git, work, canonical, commits) = scratch(&dir(), &target_dir().join("patches"), tree)?;
     let own = series(&dir().join(tree))?;
     let subjects =
         |ps: &[PathBuf]| -> Result<Vec<String>> { ps.iter().map(|p| subject(p)).collect() };
@@ -615,9 +625,9 @@ struct Deltas {
 }
 
 /// The deltas of every `deltas/SELECTOR/` that selects `tree`.
-fn deltas(tree: &str) -> Result<Deltas> {
+fn deltas(patches: &Path, tree: &str) -> Result<Deltas> {
     let mut found = Deltas::default();
-    let base = dir().join("deltas");
+    let base = patches.join("deltas");
     let Ok(entries) = fs::read_dir(&base) else {
         return Ok(found);
     };
@@ -877,6 +887,73 @@ mod tests {
     fn a_patch_number_is_its_leading_digits() {
         assert_eq!(number(Path::new("x/0003-Upstream-a.patch")), "0003");
         assert_eq!(number(Path::new("0001+tengine.patch")), "0001");
+    }
+
+    const CONFLICT: &str =
+        "a\nb\nc\n<<<<<<< HEAD\nmine\n=======\ntheirs\nmore\n>>>>>>> 1234 (x)\nd\ne\n";
+
+    #[test]
+    fn a_conflict_is_resolved_as_recorded_and_only_so() {
+        let wanted = "a\nb\nc\nmine\n\ntheirs\nmore\nd\ne\n";
+        let found = Resolution::find("f.c", CONFLICT, wanted).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].ours, ["mine"]);
+        assert_eq!(found[0].theirs, ["theirs", "more"]);
+        assert_eq!(found[0].resolved, ["mine", "", "theirs", "more"]);
+        // What `deltas/SELECTOR/resolutions` keeps reads back the same.
+        let text: String = found.iter().map(Resolution::render).collect();
+        assert_eq!(Resolution::parse(&text).unwrap(), found);
+        assert_eq!(resolve("f.c", CONFLICT, &found).unwrap(), wanted);
+        // Another file, or another side, is another conflict.
+        let err = resolve("g.c", CONFLICT, &found).unwrap_err();
+        assert!(err.contains("\"theirs\""), "{err}");
+        let changed = CONFLICT.replace("more", "else");
+        assert!(resolve("f.c", &changed, &found).is_err());
+        assert!(Resolution::parse("@@@ conflict f.c\n@@@ ours\nx\n").is_err());
+    }
+
+    /// The point of one series: a change to the canonical patch reaches
+    /// every tree's series, through the three-way merge, the recorded
+    /// resolutions and the folded deltas, with no other edit. Here a line
+    /// of 0003's code (in the function it adds; Angie's and Tengine's
+    /// series of 0003 need a resolution and a delta elsewhere) is changed
+    /// in a copy of `nginx-src-patches/`.
+    #[test]
+    fn one_edit_to_the_canonical_series_reaches_every_tree() {
+        if crate::source::mirror().is_none() {
+            eprintln!(
+                "no mirror ({}): the forks' sources are not here",
+                crate::source::MIRROR_ENV
+            );
+            return;
+        }
+        let copy = target_dir().join("patches-test/src");
+        let _ = fs::remove_dir_all(&copy);
+        crate::tree::copy_tree(&dir(), &copy).unwrap();
+        let p = series(&copy.join(BASE)).unwrap()[2].clone();
+        let text = fs::read_to_string(&p).unwrap();
+        let old = "+    /* on allocation failure the address may be tried again after a change */";
+        assert!(
+            text.contains(old),
+            "{}: the line this test edits",
+            p.display()
+        );
+        let new = "+    /* on allocation failure the address may be tried again: one edit */";
+        fs::write(&p, text.replace(old, new)).unwrap();
+        for tree in MATRIX {
+            let made = regenerate_from(&copy, &target_dir().join("patches-test"), tree)
+                .unwrap_or_else(|e| panic!("{tree}: {e}"));
+            let (_, third) = made.iter().find(|(n, _)| n.starts_with("0003")).unwrap();
+            let third = String::from_utf8_lossy(third);
+            assert!(
+                third.contains(new),
+                "{tree}: the edit did not reach its 0003"
+            );
+            assert!(
+                !third.contains(old),
+                "{tree}: its 0003 still has the old line"
+            );
+        }
     }
 
     #[test]
