@@ -26,7 +26,9 @@
 //!   tests that load them.
 //! - `valgrind`: the race scenarios and a short lab with nginx under
 //!   valgrind memcheck (`nginx-test` runs a subset).
-//! - `check`: rustfmt and clippy over the workspace (CI runs it first).
+//! - `check`: rustfmt and clippy over the workspace, and the patch series
+//!   (CI runs it first).
+//! - `patches`: every tree's core patch series, made from the canonical one.
 //! - `mutants`: the mutation check: small deliberate faults in the module
 //!   and the patches, one at a time, each built and tested in a copy of the
 //!   repository; every one must be caught.
@@ -169,7 +171,11 @@ soak         build, then ten minutes of 40 moving names under load with reloads 
 valgrind     build, then the race scenarios (every balancer row) and a short lab
              with nginx under valgrind memcheck; `--ci` for nginx-test's subset
 check        cargo fmt --all --check, then cargo clippy --workspace --all-targets
-             -- -D warnings; fails if either does (CI runs it first)
+             -- -D warnings, then every tree's patch series against its regeneration
+             (patches --check); fails if any does (CI runs it first)
+patches      make every tree's nginx-src-patches/TREE/ from the canonical series
+             (nginx-src-patches/1.31.4/) and deltas/; --check, --derive TREE
+             (`cargo xtask patches --help`)
 mutants      build, then apply each mutant (a small deliberate fault in the module
              or a patch) to a copy in target/mutants/, build it and run the tests
              that should catch it; a table, and failure if any is missed
