@@ -442,31 +442,89 @@ fn parts(text: &str) -> Result<Vec<Part>> {
 
 /// `text` with each conflict replaced by its resolution in `recorded`;
 /// fails naming the first conflict none resolves.
+///
+/// A conflict recorded with the same file and the same tree side (`ours`)
+/// but whose canonical side has changed since (the canonical patch was
+/// edited there) is resolved as git's rerere replays a resolution: the
+/// change from the recorded canonical side to the new one, merged into
+/// the recorded resolution (`git merge-file`), when exactly one record
+/// merges cleanly.
 fn resolve(file: &str, text: &str, recorded: &[Resolution]) -> Result<String> {
     let mut out = String::new();
     for part in parts(text)? {
-        match part {
-            Part::Line(l) => {
-                out.push_str(&l);
-                out.push('\n');
-            }
+        let lines = match part {
+            Part::Line(l) => vec![l],
             Part::Conflict { ours, theirs } => {
-                let r = recorded
+                if let Some(r) = recorded
                     .iter()
                     .find(|r| r.file == file && r.ours == ours && r.theirs == theirs)
-                    .ok_or(format!(
-                        "no recorded resolution for the conflict whose canonical side \
-                         begins {:?}",
-                        theirs.first().map_or("", String::as_str)
-                    ))?;
-                for l in &r.resolved {
-                    out.push_str(l);
-                    out.push('\n');
+                {
+                    r.resolved.clone()
+                } else {
+                    let merged: Vec<Vec<String>> = recorded
+                        .iter()
+                        .filter(|r| r.file == file && r.ours == ours)
+                        .filter_map(|r| merge3(&r.resolved, &r.theirs, &theirs))
+                        .collect();
+                    match merged.as_slice() {
+                        [one] => one.clone(),
+                        _ => {
+                            return Err(format!(
+                                "no recorded resolution for the conflict whose canonical \
+                                 side begins {:?}{}",
+                                theirs.first().map_or("", String::as_str),
+                                if merged.len() > 1 {
+                                    " (several would merge: ambiguous)"
+                                } else {
+                                    ""
+                                }
+                            ))
+                        }
+                    }
                 }
             }
+        };
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
         }
     }
     Ok(out)
+}
+
+/// `git merge-file`: the change from `base` to `other` merged into
+/// `current`, if it merges without a conflict.
+fn merge3(current: &[String], base: &[String], other: &[String]) -> Option<Vec<String>> {
+    let dir = std::env::temp_dir().join(format!(
+        "xtask-merge3-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    fs::create_dir_all(&dir).ok()?;
+    let write = |name: &str, lines: &[String]| -> Option<PathBuf> {
+        let p = dir.join(name);
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        fs::write(&p, text).ok()?;
+        Some(p)
+    };
+    let (c, b, o) = (
+        write("current", current)?,
+        write("base", base)?,
+        write("other", other)?,
+    );
+    let out = Command::new("git")
+        .args(["merge-file", "-p"])
+        .args([&c, &b, &o])
+        .output()
+        .ok();
+    let _ = fs::remove_dir_all(&dir);
+    let out = out?;
+    out.status.success().then(|| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect()
+    })
 }
 
 /// How many lines of context place a conflict's resolution.
@@ -907,9 +965,17 @@ mod tests {
         // Another file, or another side, is another conflict.
         let err = resolve("g.c", CONFLICT, &found).unwrap_err();
         assert!(err.contains("\"theirs\""), "{err}");
-        let changed = CONFLICT.replace("more", "else");
+        // Changed where the resolution changed it too: not resolved.
+        let changed = CONFLICT.replace("theirs\nmore", "other\nmore");
         assert!(resolve("f.c", &changed, &found).is_err());
         assert!(Resolution::parse("@@@ conflict f.c\n@@@ ours\nx\n").is_err());
+        // The canonical side changed where the resolution did not touch
+        // it: the change is merged into the recorded resolution.
+        let edited = CONFLICT.replace("more\n", "more\nadded\n");
+        assert_eq!(
+            resolve("f.c", &edited, &found).unwrap(),
+            wanted.replace("more\n", "more\nadded\n")
+        );
     }
 
     /// The point of one series: a change to the canonical patch reaches
