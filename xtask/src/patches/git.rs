@@ -1,0 +1,170 @@
+//! git in a scratch repository under `target/patches/`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::resolve::{resolve, Resolution};
+use super::COMMITTER;
+use crate::workspace::Result;
+
+/// git in the scratch repository, with the fixed committer.
+pub(super) struct Git(pub(super) PathBuf);
+
+impl Git {
+    pub(super) fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.args(["-c", "core.abbrev=7", "-c", "commit.gpgsign=false"])
+            .args(["-c", "merge.conflictStyle=merge"])
+            .args(args)
+            .current_dir(&self.0)
+            // The repository lives under target/, inside this project's
+            // work tree: never let git find the project's repository.
+            .env(
+                "GIT_CEILING_DIRECTORIES",
+                self.0.parent().unwrap_or(&self.0),
+            )
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .envs(COMMITTER)
+            .env("GIT_AUTHOR_NAME", COMMITTER[0].1)
+            .env("GIT_AUTHOR_EMAIL", COMMITTER[1].1)
+            .env("GIT_AUTHOR_DATE", COMMITTER[2].1);
+        cmd
+    }
+
+    /// Runs git; its output on success, git's account on failure.
+    pub(super) fn output(&self, args: &[&str]) -> Result<String> {
+        let out = self
+            .cmd(args)
+            .output()
+            .map_err(|e| format!("cannot run git: {e}"))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "git {} ({}) failed: {}{}",
+                args.join(" "),
+                self.0.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    pub(super) fn run(&self, args: &[&str]) -> Result {
+        self.output(args).map(drop)
+    }
+
+    pub(super) fn lines(&self, args: &[&str]) -> Result<Vec<String>> {
+        Ok(self.output(args)?.lines().map(String::from).collect())
+    }
+
+    /// Commits `tree`'s `src/` (every patch touches only `src/`) as `name`
+    /// and tags it so.
+    pub(super) fn commit_tree(&self, tree: &Path, name: &str) -> Result {
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(tree.join("src"))
+            .arg(&self.0)
+            .status()
+            .map_err(|e| format!("cannot run cp: {e}"))?;
+        if !status.success() {
+            return Err(format!("cannot copy {}/src", tree.display()));
+        }
+        self.run(&["add", "-A", "src"])?;
+        self.run(&["commit", "-q", "-m", name])?;
+        self.run(&["tag", name])
+    }
+
+    /// `git am` of each patch, the patch's author and date kept.
+    pub(super) fn am(&self, patches: &[PathBuf]) -> Result {
+        for p in patches {
+            let path = p.to_str().ok_or("a non-UTF-8 patch path")?;
+            if let Err(e) = self.run(&["am", "-q", path]) {
+                let _ = self.run(&["am", "--abort"]);
+                return Err(format!("{} does not apply: {e}", p.display()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Carries canonical `commit` (from `patch`) over to `tree` by a
+    /// three-way merge; on a conflict the error names the files and the
+    /// repository, left as git left it, to resolve by hand.
+    pub(super) fn cherry_pick(
+        &self,
+        commit: &str,
+        patch: &Path,
+        tree: &str,
+        work: &Path,
+        recorded: &[Resolution],
+    ) -> Result {
+        if self.run(&["cherry-pick", "--allow-empty", commit]).is_ok() {
+            return Ok(());
+        }
+        let mut conflicts = Vec::new();
+        for file in self.lines(&["diff", "--name-only", "--diff-filter=U"])? {
+            let path = self.0.join(&file);
+            let text = fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))?;
+            match resolve(&file, &text, recorded) {
+                Ok(resolved) => {
+                    fs::write(&path, resolved).map_err(|e| format!("{file}: {e}"))?;
+                    self.run(&["add", &file])?;
+                }
+                Err(e) => conflicts.push(format!("{file}: {e}")),
+            }
+        }
+        // Every conflict resolved as recorded: the commit, as the
+        // canonical one's.
+        if conflicts.is_empty() {
+            return self.run(&["commit", "-q", "--allow-empty", "-C", commit]);
+        }
+        Err(format!(
+            "{} does not carry over to {tree} by a three-way merge ({}). The \
+             scratch repository is {}: edit nginx-src-patches/{tree}/ by hand to what \
+             {tree} needs (the resolution there is a guide), then `cargo xtask patches \
+             --derive {tree}` records it as {tree}'s delta",
+            patch.display(),
+            conflicts.join("; "),
+            work.join("repo").display()
+        ))
+    }
+
+    /// Applies the delta `fold` to the last commit and folds it in, its
+    /// message body appended to the commit's message.
+    pub(super) fn fold(&self, fold: &Path, tree: &str, work: &Path) -> Result {
+        let split = work.join("fold");
+        fs::create_dir_all(&split).map_err(|e| format!("{}: {e}", split.display()))?;
+        let (msg, diff) = (split.join("msg"), split.join("diff"));
+        let input = fs::File::open(fold).map_err(|e| format!("{}: {e}", fold.display()))?;
+        let status = self
+            .cmd(&[
+                "mailinfo",
+                msg.to_str().ok_or("a non-UTF-8 path")?,
+                diff.to_str().ok_or("a non-UTF-8 path")?,
+            ])
+            .stdin(input)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run git mailinfo: {e}"))?;
+        if !status.success() {
+            return Err(format!("{}: not a patch git can read", fold.display()));
+        }
+        if fs::metadata(&diff).is_ok_and(|m| m.len() > 0) {
+            let path = diff.to_str().ok_or("a non-UTF-8 path")?;
+            self.run(&["apply", "--index", path]).map_err(|e| {
+                format!(
+                    "{} does not apply to {tree} once the canonical patch is carried over \
+                     (refresh it against {}): {e}",
+                    fold.display(),
+                    work.join("repo").display()
+                )
+            })?;
+        }
+        let body = fs::read_to_string(&msg).map_err(|e| format!("{}: {e}", msg.display()))?;
+        let message = self.output(&["log", "-1", "--format=%B"])?;
+        let message = format!("{}\n\n{}\n", message.trim_end(), body.trim());
+        self.run(&["commit", "-q", "--amend", "--allow-empty", "-m", &message])
+    }
+}
