@@ -243,7 +243,9 @@ pub(super) const HTTP_PATCH_ERRORED_KEEPS_THE_PEER_NAME_1_31_4: Mutant = Mutant 
     file: NEWEST_HTTP_HISTORY_PATCH,
     find: "+                /* the name of a peer returned, which may be freed */\n\
            +                pc->name = &u->upstream->host;\n",
-    replace: "+                (void) u;  /* the peer's name kept */\n",
+    // As many lines as `find`: the patch's hunk counts stay right.
+    replace: "+                /* the returned peer's name is kept */\n\
+              +                (void) u;\n",
     tests: &[(
         "soundness",
         "patched_an_error_after_a_hand_back_logs_no_handed_back_peer",
