@@ -156,18 +156,16 @@ async fn race_row(row: Row, fix: Fix) -> Result<(), String> {
 
     // One Set-Cookie per cookie name, as nginx's own retries send (RFC
     // 6265 4.1.1): `sticky cookie` sets its cookie at each selection, and
-    // the module hides the first attempt's once the fresh state sets its
-    // own. The patched nginx does not (a limit its docs state): two, the
-    // first attempt's and the fresh state's, which this proves until fixed.
+    // the fix (the module, or the patched nginx's core) hides the first
+    // attempt's once the fresh state sets its own.
     let mut names: Vec<&str> = Vec::new();
     for v in race.response.headers.get_all("set-cookie") {
         names.push(v.to_str().unwrap_or("").split('=').next().unwrap_or(""));
     }
     let cookie = name.contains("sticky cookie");
-    let sticky = matches!(fix, Fix::Patched) && cookie;
     for n in &names {
         let count = names.iter().filter(|m| *m == n).count();
-        if count != if sticky { 2 } else { 1 } {
+        if count != 1 {
             problems.push(format!(
                 "{count} Set-Cookie for {n}: {:?}",
                 race.response.headers

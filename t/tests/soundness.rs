@@ -8,6 +8,10 @@
 //! the backend closes the held connection so that nginx retries under a
 //! moved generation. `hash $request_uri` makes the fresh state's first
 //! choice the peer the request already tried, every time.
+//!
+//! Each test has a `patched_` twin: the patched nginx without the module,
+//! held to the same behaviour (issue 47: the series failed each of them
+//! before it took the module's fixes).
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -20,7 +24,9 @@ use generation_retry_t::actors::tcp::{BlackHole, Session, HOLE, NEW, OLD};
 use generation_retry_t::memcheck::patience;
 use generation_retry_t::nginx::gdb::{worker_pids, Breakpoint};
 use generation_retry_t::nginx::{free_port, Config, Flavor, Nginx};
-use generation_retry_t::scenarios::http::{status_object, wait_peers, Lab, Spec, NAME};
+use generation_retry_t::scenarios::http::{
+    patched_rescue_line, status_object, wait_peers, Lab, Spec, NAME,
+};
 use generation_retry_t::scenarios::stream::NAME as STREAM_NAME;
 use generation_retry_t::scoring::errorlog::NO_LIVE;
 use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
@@ -29,6 +35,39 @@ use generation_retry_t::shared::{status_server, UPSTREAM};
 use tokio::task::JoinHandle;
 
 const ON: &str = "generation_retry_resnapshot on;";
+
+/// Which fix runs: the module, or the patched nginx without it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fix {
+    Module,
+    Patched,
+}
+
+impl Fix {
+    fn flavor(self) -> Flavor {
+        match self {
+            Fix::Module => Flavor::with_module(),
+            Fix::Patched => Flavor::patched(),
+        }
+    }
+
+    /// The module's directive, or nothing.
+    fn on(self) -> &'static str {
+        match self {
+            Fix::Module => ON,
+            Fix::Patched => "",
+        }
+    }
+
+    /// Whether the fix can run here (a patched nginx for this version).
+    fn available(self) -> bool {
+        let here = self == Fix::Module || Flavor::patched_available();
+        if !here {
+            println!("no patched nginx for this version: nothing to run");
+        }
+        here
+    }
+}
 
 /// nginx's line when a peer reaches `max_fails`.
 const DISABLED: &str = "upstream server temporarily disabled";
@@ -103,10 +142,24 @@ fn reached(lab: &Lab, path: &str) -> Vec<Ipv4Addr> {
 /// list whose every peer it had tried: `no live upstreams`, 502.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_list_that_lost_a_peer_passes_the_last_peers_503_on() {
+    lost_a_peer(Fix::Module).await;
+}
+
+/// The patched nginx's tries after a re-snapshot, capped as the module's.
+///
+/// Non-regression guard: the patched nginx, without the module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn patched_a_list_that_lost_a_peer_passes_the_last_peers_503_on() {
+    if Fix::Patched.available() {
+        lost_a_peer(Fix::Patched).await;
+    }
+}
+
+async fn lost_a_peer(fix: Fix) {
     let spec = Spec {
         servers: "server app.test:${BPORT} resolve;".into(),
         location_extra: "proxy_next_upstream error http_503;".into(),
-        ..Spec::two_peers(Flavor::with_module(), "", ON)
+        ..Spec::two_peers(fix.flavor(), "", fix.on())
     };
     let lab = Lab::start_spec(spec).await;
     let all = [ADDR_A, ADDR_B, ADDR_C];
@@ -122,9 +175,20 @@ async fn a_list_that_lost_a_peer_passes_the_last_peers_503_on() {
     let log = lab.nginx.error_log();
     assert_answered(&r, 503, y, &log);
     assert_eq!(reached(&lab, &path), [x, y], "{log}");
-    let s = lab.status(UPSTREAM).await;
-    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
-    assert_eq!(s.count(NoLiveCause::Unavailable.counter()), 0, "{s}");
+    if fix == Fix::Module {
+        let s = lab.status(UPSTREAM).await;
+        assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+        assert_eq!(s.count(NoLiveCause::Unavailable.counter()), 0, "{s}");
+    } else {
+        let lines = lab.request_errors(&path);
+        let rescue = patched_rescue_line(UPSTREAM);
+        assert_eq!(
+            lines.iter().filter(|l| l.contains(&rescue)).count(),
+            1,
+            "{lines:#?}"
+        );
+        assert!(!log.contains(NO_LIVE), "{log}");
+    }
     lab.finish();
 }
 
@@ -140,36 +204,82 @@ async fn a_list_that_lost_a_peer_passes_the_last_peers_503_on() {
 /// `no live upstreams`, counted as `cause="unavailable"`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stream_list_that_lost_a_peer_ends_the_session_when_its_tries_do() {
+    stream_lost_a_peer(Fix::Module).await;
+}
+
+/// The patched nginx's session tries after a re-snapshot, capped as the
+/// module's. Without the module's status page, nginx's application of
+/// each answer is waited for as the DNS server's reply and one round trip
+/// through the worker.
+///
+/// Non-regression guard: the patched nginx, without the module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn patched_a_stream_list_that_lost_a_peer_ends_the_session_when_its_tries_do() {
+    if Fix::Patched.available() {
+        stream_lost_a_peer(Fix::Patched).await;
+    }
+}
+
+/// Points `tcp.test` at `ips`; returns once nginx's one worker applied it:
+/// with the module, its peer gauge says `peers`; without, the answer was
+/// sent after `since` and a request went through the worker.
+async fn stream_point(fix: Fix, dns: &DnsServer, http: &Client, ips: &[Ipv4Addr], peers: u64) {
+    let since = Instant::now();
+    let answer = Answer::A(ips.to_vec());
+    dns.set(STREAM_NAME, answer.clone());
+    if fix == Fix::Module {
+        wait_peers(http, "stream", UPSTREAM, peers).await;
+        return;
+    }
+    dns.wait_answered(
+        STREAM_NAME,
+        &answer,
+        since,
+        patience(Duration::from_secs(10)),
+    )
+    .await
+    .unwrap();
+    let _ = http.get("/status").await;
+}
+
+async fn stream_lost_a_peer(fix: Fix) {
     let dns = DnsServer::start().await;
-    dns.set(STREAM_NAME, Answer::A(vec![OLD, NEW]));
     let mut hole = BlackHole::start().await;
     let port = free_port();
     let stream = format!(
         "    upstream {UPSTREAM} {{\n        zone {UPSTREAM} 64k;\n        \
          resolver ${{DNS}} valid=1s ipv6=off;\n        \
          server {HOLE}:${{APORT}} weight=100;\n        \
-         server {STREAM_NAME}:1 resolve;\n        {ON}\n    }}\n    \
+         server {STREAM_NAME}:1 resolve;\n        {}\n    }}\n    \
          server {{\n        listen 127.0.0.1:{port};\n        proxy_pass {UPSTREAM};\n        \
-         proxy_connect_timeout 20s;\n    }}\n"
+         proxy_connect_timeout 20s;\n    }}\n",
+        fix.on()
     );
-    let config = Config::new(Flavor::with_module(), status_server(true))
+    let module = fix == Fix::Module;
+    let config = Config::new(fix.flavor(), status_server(module))
         .stream(stream)
         .var("DNS", dns.addr())
         .var("APORT", hole.port());
     let nginx = Nginx::start(&config);
     let http = Client::new(nginx.url(""));
-    wait_peers(&http, "stream", UPSTREAM, 3).await;
+    stream_point(fix, &dns, &http, &[OLD, NEW], 3).await;
 
     // The first session's first choice is the black hole; its connect
     // hangs there until the hole closes. One round trip through nginx's
     // one worker after the session connected: the worker has accepted it,
     // and so taken its state at the list of three, before the change.
     let session = Session::open((Ipv4Addr::LOCALHOST, port).into(), b"data".to_vec()).await;
-    let before = status_object(&http, "stream", Some(UPSTREAM))
-        .await
-        .unwrap();
-    dns.set(STREAM_NAME, Answer::A(vec![OLD]));
-    wait_peers(&http, "stream", UPSTREAM, 2).await;
+    let before = if module {
+        Some(
+            status_object(&http, "stream", Some(UPSTREAM))
+                .await
+                .unwrap(),
+        )
+    } else {
+        let _ = http.get("/status").await;
+        None
+    };
+    stream_point(fix, &dns, &http, &[OLD], 2).await;
     hole.close();
     let reply = session.reply(patience(Duration::from_secs(15))).await;
 
@@ -188,25 +298,30 @@ async fn a_stream_list_that_lost_a_peer_ends_the_session_when_its_tries_do() {
         "{log}"
     );
     assert!(!log.contains(NO_LIVE), "{log}");
-    let s = status_object(&http, "stream", Some(UPSTREAM))
-        .await
-        .unwrap();
-    assert_eq!(before.count(Counter::Rescued), 0, "{before}");
-    assert_eq!(s.count(Counter::Rescued), 1, "{s}");
-    assert_eq!(s.count(NoLiveCause::Unavailable.counter()), 0, "{s}");
+    if let Some(before) = before {
+        let s = status_object(&http, "stream", Some(UPSTREAM))
+            .await
+            .unwrap();
+        assert_eq!(before.count(Counter::Rescued), 0, "{before}");
+        assert_eq!(s.count(Counter::Rescued), 1, "{s}");
+        assert_eq!(s.count(NoLiveCause::Unavailable.counter()), 0, "{s}");
+    } else {
+        let rescue = patched_rescue_line(UPSTREAM);
+        assert_eq!(log.matches(&rescue).count(), 1, "{log}");
+    }
     nginx.finish();
 }
 
 /// The static peer C, with `max_fails`, and the name; `hash` keeps every
 /// path on one peer, so the fresh state's first choice for the held
 /// request's path is C again.
-fn hashed(max_fails: u32) -> Spec {
+fn hashed(fix: Fix, max_fails: u32) -> Spec {
     Spec {
         servers: format!(
             "server 127.0.0.4:${{BPORT}} max_fails={max_fails} fail_timeout=60s;\n        \
              server app.test:${{BPORT}} resolve max_fails=0;"
         ),
-        ..Spec::two_peers(Flavor::with_module(), "hash $request_uri;", ON)
+        ..Spec::two_peers(fix.flavor(), "hash $request_uri;", fix.on())
     }
 }
 
@@ -218,15 +333,33 @@ fn hashed(max_fails: u32) -> Spec {
 /// back as an attempt never made, C keeps one failure and serves on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_peer_handed_back_unused_is_not_failed_twice() {
-    let lab = Lab::start_spec(hashed(2)).await;
+    handed_back_once(Fix::Module).await;
+}
+
+/// The patched nginx hands C back as passed over (`NGX_PEER_NEXT`), not
+/// as failed.
+///
+/// Non-regression guard: the patched nginx, without the module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn patched_a_peer_handed_back_unused_is_not_failed_twice() {
+    if Fix::Patched.available() {
+        handed_back_once(Fix::Patched).await;
+    }
+}
+
+async fn handed_back_once(fix: Fix) {
+    let lab = Lab::start_spec(hashed(fix, 2)).await;
     let (path, held, request) = held_at(&lab, "/twice/", |a| a == ADDR_C).await;
     point(&lab, &[ADDR_B]).await;
     held.close();
     let r = request.await.expect("client task");
     let log = lab.nginx.error_log();
+    // Answered by B, not C again: C was handed back.
     assert_answered(&r, 200, ADDR_B, &log);
-    let s = lab.status(UPSTREAM).await;
-    assert_eq!(s.count(Counter::Excluded), 1, "C was handed back: {s}");
+    if fix == Fix::Module {
+        let s = lab.status(UPSTREAM).await;
+        assert_eq!(s.count(Counter::Excluded), 1, "C was handed back: {s}");
+    }
     assert!(!log.contains(DISABLED), "one failure disabled C:\n{log}");
     // Within fail_timeout, C (one failure of two) still takes its path.
     let again = lab.client.get(&path).await;
@@ -243,7 +376,7 @@ async fn a_peer_handed_back_unused_is_not_failed_twice() {
 /// re-resolve once the peer is unreferenced).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_error_after_a_hand_back_logs_no_handed_back_peer() {
-    let lab = Lab::start_spec(hashed(0)).await;
+    let lab = Lab::start_spec(hashed(Fix::Module, 0)).await;
     let worker = worker_pids(&lab.nginx, 1).await[0];
     let (path, held, request) = held_at(&lab, "/name/", |a| a == ADDR_C).await;
     point(&lab, &[ADDR_B]).await;
@@ -266,5 +399,48 @@ async fn an_error_after_a_hand_back_logs_no_handed_back_peer() {
     assert_eq!(errored.len(), 1, "{log}");
     let named = format!("upstream: \"http://{UPSTREAM}{path}\"");
     assert!(errored[0].contains(&named), "not {named}: {}", errored[0]);
+    lab.finish();
+}
+
+/// Defect D in the patched nginx, which logs no line of its own at the
+/// error: nginx answers 500, and the request's error page, a file that
+/// does not exist, logs its `open()` line through the same log handler,
+/// whose `upstream:` field must name the upstream block, not C. The core
+/// re-snapshots before selecting, so the fresh state's first selection
+/// (C, handed back) is the first call gdb lets pass.
+///
+/// Non-regression guard: the patched nginx, without the module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn patched_an_error_after_a_hand_back_logs_no_handed_back_peer() {
+    if !Fix::Patched.available() {
+        return;
+    }
+    let spec = Spec {
+        location_extra: "error_page 500 /after-error;".into(),
+        ..hashed(Fix::Patched, 0)
+    };
+    let missing = "location = /after-error { root /nonexistent; }".to_string();
+    let lab = Lab::start_spec_with(spec, &[("SERVER_EXTRA", missing)]).await;
+    let worker = worker_pids(&lab.nginx, 1).await[0];
+    let (path, held, request) = held_at(&lab, "/name/", |a| a == ADDR_C).await;
+    point(&lab, &[ADDR_B]).await;
+    let bp = Breakpoint::attach(worker, "ngx_http_upstream_get_hash_peer", 1)
+        .await
+        .unwrap();
+    held.close();
+    let stopped = bp.hit(patience(Duration::from_secs(20))).await.unwrap();
+    stopped.release_returning(-1).await.unwrap();
+    let r = request.await.expect("client task");
+
+    let log = lab.nginx.error_log();
+    assert_ne!(r.status(), 200, "{log}");
+    let opened: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("/nonexistent/after-error"))
+        .collect();
+    assert_eq!(opened.len(), 1, "{log}");
+    let named = format!("upstream: \"http://{UPSTREAM}{path}\"");
+    assert!(opened[0].contains(&named), "not {named}: {}", opened[0]);
+    assert_eq!(reached(&lab, &path), [ADDR_C], "{log}");
     lab.finish();
 }

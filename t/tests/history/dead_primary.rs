@@ -1,6 +1,6 @@
 //! A dead primary handed back by a rescue is neither failed again nor
-//! revived (the http twin of `stream.rs`'s), and the patched nginx's own
-//! hand-back, which still counts it as failed.
+//! revived (the http twin of `stream.rs`'s), by the module and by the
+//! patched nginx's own hand-back.
 
 use std::time::{Duration, Instant};
 
@@ -37,9 +37,10 @@ use crate::common::{assert_answered_by, hops, Fix};
 /// backup server (never reached) gives the request its third try, which
 /// the rescue takes.
 ///
-/// The patched nginx still hands back as failed (its own defect C, left in
-/// `nginx-src-patches/`): its twin keeps the old expectation, the line at
-/// the rescue and the next request straight to the new address.
+/// The patched nginx hands back the same way (`NGX_PEER_NEXT`, the check
+/// undone): its twin holds it to the same expectations. It failed on the
+/// series that handed back as failed: the line at the rescue, and the
+/// next request straight to the new address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_primary_handed_back_is_neither_failed_again_nor_revived() {
     dead_primary_handed_back(Fix::Module).await;
@@ -64,13 +65,9 @@ async fn dead_primary_handed_back(fix: Fix) {
         Fix::Module => (Flavor::with_module(), "generation_retry_resnapshot on;"),
         Fix::Patched => (Flavor::patched(), ""),
     };
-    let fail_timeout = match fix {
-        Fix::Module => 1,
-        Fix::Patched => 30,
-    };
     let spec = Spec {
         servers: format!(
-            "server {dead} weight=100 max_fails=2 fail_timeout={fail_timeout}s;\n        \
+            "server {dead} weight=100 max_fails=2 fail_timeout=1s;\n        \
              server app.test:${{BPORT}} resolve max_fails=0;\n        \
              server 127.0.0.5:${{BPORT}} backup;"
         ),
@@ -88,12 +85,10 @@ async fn dead_primary_handed_back(fix: Fix) {
     let request = tokio::spawn(async move { client.get("/dead/0").await });
     let held = hold.caught(wait).await.unwrap();
     assert_eq!(held.addr, ADDR_A, "the retry after the dead primary");
-    if fix == Fix::Module {
-        // nginx's clock counts seconds: two on, the selection after the
-        // change finds the failure more than fail_timeout old and opens
-        // the dead primary's trial.
-        tokio::time::sleep(Duration::from_millis(2200)).await;
-    }
+    // nginx's clock counts seconds: two on, the selection after the
+    // change finds the failure more than fail_timeout old and opens the
+    // dead primary's trial.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
     let since = Instant::now();
     lab.dns.set_a(NAME, ADDR_B);
     lab.wait_applied(ADDR_B, since).await;
@@ -110,13 +105,9 @@ async fn dead_primary_handed_back(fix: Fix) {
         .iter()
         .filter(|l| l.contains("upstream server temporarily disabled"))
         .collect();
-    let (at_rescue, at_next) = match fix {
-        Fix::Module => (0, 1),
-        Fix::Patched => (1, 0),
-    };
     assert_eq!(
         disabled.len(),
-        at_rescue,
+        0,
         "the dead primary's failures at the rescue: {lines:#?}"
     );
     let rescued = match fix {
@@ -139,13 +130,9 @@ async fn dead_primary_handed_back(fix: Fix) {
 
     let next = lab.client.get("/dead/next").await;
     assert_eq!(next.status(), 200, "{next:?}");
-    let next_hops = match fix {
-        Fix::Module => vec![dead.to_string(), b],
-        Fix::Patched => vec![b],
-    };
     assert_eq!(
         hops(&lab, "/dead/next").await,
-        next_hops,
+        [dead.to_string(), b],
         "{}",
         lab.nginx.error_log()
     );
@@ -154,6 +141,6 @@ async fn dead_primary_handed_back(fix: Fix) {
         .iter()
         .filter(|l| l.contains("upstream server temporarily disabled"))
         .count();
-    assert_eq!(disabled, at_next, "{lines:#?}");
+    assert_eq!(disabled, 1, "{lines:#?}");
     lab.finish();
 }

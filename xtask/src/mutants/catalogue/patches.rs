@@ -140,8 +140,8 @@ pub(super) const STREAM_PATCH_NO_RECHECK_1_31_4: Mutant = Mutant {
 pub(super) const HTTP_PATCH_HAND_BACK_REVIVES_1_31_4: Mutant = Mutant {
     name: "http-patch-hand-back-revives-1.31.4",
     file: NEWEST_HTTP_HISTORY_PATCH,
-    find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
-    replace: "+        pc->free(pc, data, t->state & 0);\n",
+    find: "+        ngx_http_upstream_untouch_peer(u, pc->name);\n",
+    replace: "+        (void) ngx_http_upstream_untouch_peer;\n",
     tests: &[HTTP_PATCHED_DEAD_STAYS_DEAD],
     core: false,
     whole_suite: false,
@@ -151,9 +151,105 @@ pub(super) const HTTP_PATCH_HAND_BACK_REVIVES_1_31_4: Mutant = Mutant {
 pub(super) const STREAM_PATCH_HAND_BACK_REVIVES_1_31_4: Mutant = Mutant {
     name: "stream-patch-hand-back-revives-1.31.4",
     file: NEWEST_STREAM_HISTORY_PATCH,
-    find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
-    replace: "+        pc->free(pc, data, t->state & 0);\n",
+    find: "+        ngx_stream_proxy_untouch_peer(u, pc->name);\n",
+    replace: "+        (void) ngx_stream_proxy_untouch_peer;\n",
     tests: &[PATCHED_DEAD_STAYS_DEAD],
+    core: false,
+    whole_suite: false,
+    version: NEWEST,
+};
+
+/// Defect C in 1.31.4's series: a tried peer handed back as failed.
+const HAND_BACK_PASSED_OVER: &str = "+        pc->free(pc, data, NGX_PEER_NEXT);\n";
+const HAND_BACK_FAILED: &str = "+        pc->free(pc, data, NGX_PEER_FAILED);\n";
+
+pub(super) const HTTP_PATCH_HAND_BACK_AS_FAILED_1_31_4: Mutant = Mutant {
+    name: "http-patch-hand-back-as-failed-1.31.4",
+    file: NEWEST_HTTP_HISTORY_PATCH,
+    find: HAND_BACK_PASSED_OVER,
+    replace: HAND_BACK_FAILED,
+    tests: &[
+        (
+            "soundness",
+            "patched_a_peer_handed_back_unused_is_not_failed_twice",
+        ),
+        HTTP_PATCHED_DEAD_STAYS_DEAD,
+    ],
+    core: false,
+    whole_suite: false,
+    version: NEWEST,
+};
+
+pub(super) const STREAM_PATCH_HAND_BACK_AS_FAILED_1_31_4: Mutant = Mutant {
+    name: "stream-patch-hand-back-as-failed-1.31.4",
+    file: NEWEST_STREAM_HISTORY_PATCH,
+    find: HAND_BACK_PASSED_OVER,
+    replace: HAND_BACK_FAILED,
+    tests: &[PATCHED_DEAD_STAYS_DEAD],
+    core: false,
+    whole_suite: false,
+    version: NEWEST,
+};
+
+/// Defect A in 1.31.4's series: the fresh state's tries count the peers
+/// already tried.
+const TRIES_LESS_TRIED: &str =
+    "+        u->peer.tries = (u->peer.tries > n) ? u->peer.tries - n : 0;\n";
+
+pub(super) const HTTP_PATCH_TRIES_UNCAPPED_1_31_4: Mutant = Mutant {
+    name: "http-patch-tries-uncapped-1.31.4",
+    file: NEWEST_HTTP_HISTORY_PATCH,
+    find: TRIES_LESS_TRIED,
+    replace: "+        (void) n;\n",
+    tests: &[(
+        "soundness",
+        "patched_a_list_that_lost_a_peer_passes_the_last_peers_503_on",
+    )],
+    core: false,
+    whole_suite: false,
+    version: NEWEST,
+};
+
+pub(super) const STREAM_PATCH_TRIES_UNCAPPED_1_31_4: Mutant = Mutant {
+    name: "stream-patch-tries-uncapped-1.31.4",
+    file: NEWEST_STREAM_HISTORY_PATCH,
+    find: TRIES_LESS_TRIED,
+    replace: "+        (void) n;\n",
+    tests: &[(
+        "soundness",
+        "patched_a_stream_list_that_lost_a_peer_ends_the_session_when_its_tries_do",
+    )],
+    core: false,
+    whole_suite: false,
+    version: NEWEST,
+};
+
+/// Defect B in 1.31.4's series: the first attempt's `Set-Cookie` kept.
+pub(super) const PATCH_REPLACED_COOKIE_KEPT_1_31_4: Mutant = Mutant {
+    name: "patch-replaced-cookie-kept-1.31.4",
+    file: NEWEST_HTTP_PATCH,
+    find: "+        ngx_http_upstream_hide_replaced_cookies(r, u);\n",
+    replace: "+        (void) ngx_http_upstream_hide_replaced_cookies;\n",
+    tests: &[("balancers", "patched_sticky_cookie")],
+    core: false,
+    whole_suite: false,
+    version: NEWEST,
+};
+
+/// Defect D in 1.31.4's series: after a hand-back, an error leaves the
+/// handed-back peer's name.
+pub(super) const HTTP_PATCH_ERRORED_KEEPS_THE_PEER_NAME_1_31_4: Mutant = Mutant {
+    name: "http-patch-errored-keeps-the-peer-name-1.31.4",
+    file: NEWEST_HTTP_HISTORY_PATCH,
+    find: "+                /* the name of a peer returned, which may be freed */\n\
+           +                pc->name = &u->upstream->host;\n",
+    // As many lines as `find`: the patch's hunk counts stay right.
+    replace: "+                /* the returned peer's name is kept */\n\
+              +                (void) u;\n",
+    tests: &[(
+        "soundness",
+        "patched_an_error_after_a_hand_back_logs_no_handed_back_peer",
+    )],
     core: false,
     whole_suite: false,
     version: NEWEST,
