@@ -50,8 +50,8 @@ pub(super) const STREAM_PATCH_NO_RECHECK: Mutant = Mutant {
 pub(super) const STREAM_PATCH_HAND_BACK_REVIVES: Mutant = Mutant {
     name: "stream-patch-hand-back-revives",
     file: STREAM_HISTORY_PATCH,
-    find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
-    replace: "+        pc->free(pc, data, t->state & 0);\n",
+    find: "+        ngx_stream_proxy_untouch_peer(u, pc->name);\n",
+    replace: "+        (void) ngx_stream_proxy_untouch_peer;\n",
     tests: &[PATCHED_DEAD_STAYS_DEAD],
     core: false,
     whole_suite: false,
@@ -61,8 +61,8 @@ pub(super) const STREAM_PATCH_HAND_BACK_REVIVES: Mutant = Mutant {
 pub(super) const HTTP_PATCH_HAND_BACK_REVIVES: Mutant = Mutant {
     name: "http-patch-hand-back-revives",
     file: HTTP_HISTORY_PATCH,
-    find: "+        pc->free(pc, data, t->state & NGX_PEER_FAILED);\n",
-    replace: "+        pc->free(pc, data, t->state & 0);\n",
+    find: "+        ngx_http_upstream_untouch_peer(u, pc->name);\n",
+    replace: "+        (void) ngx_http_upstream_untouch_peer;\n",
     tests: &[HTTP_PATCHED_DEAD_STAYS_DEAD],
     core: false,
     whole_suite: false,
