@@ -53,6 +53,25 @@ const COMMITTER: [(&str, &str); 3] = [
     ("GIT_COMMITTER_DATE", "2026-12-01T00:00:00+00:00"),
 ];
 
+/// `tree`'s pristine source directory, obtained and checked once per
+/// run: one thread at a time, since obtaining a source may download it
+/// or check its signature with files of its own.
+fn pristine(tree: &str) -> Result<PathBuf> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static HAD: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut had = HAD
+        .get_or_init(Default::default)
+        .lock()
+        .map_err(|_| "a thread failed while obtaining a source")?;
+    if let Some(p) = had.get(tree) {
+        return Ok(p.clone());
+    }
+    let p = source(tree, None)?.tree;
+    had.insert(tree.to_string(), p.clone());
+    Ok(p)
+}
+
 /// A series as files: each name and its contents, in order.
 type Series = Vec<(String, Vec<u8>)>;
 
@@ -74,7 +93,11 @@ pub fn command(args: &[String]) -> Result {
                 println!("{USAGE}");
                 return Ok(());
             }
-            t if MATRIX.contains(&t) => trees.push(t.to_string()),
+            t if MATRIX.contains(&t) => {
+                if !trees.iter().any(|had| had == t) {
+                    trees.push(t.to_string());
+                }
+            }
             other => return Err(format!("patches: unknown argument `{other}`\n{USAGE}")),
         }
     }
@@ -165,11 +188,8 @@ pub fn check(trees: &[String]) -> Result {
 }
 
 /// [`regenerate`] for each tree, at once (git is mostly waiting on the
-/// disk); the base's source is obtained first, since every tree uses it.
+/// disk; the sources are obtained one at a time, [`pristine`]).
 fn regenerate_all(trees: &[String]) -> Vec<Result<Series>> {
-    if let Err(e) = source(BASE, None) {
-        return trees.iter().map(|_| Err(e.clone())).collect();
-    }
     std::thread::scope(|s| {
         let handles: Vec<_> = trees
             .iter()
@@ -247,9 +267,9 @@ fn scratch(
     let repo = work.join("repo");
     fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
     let git = Git(repo);
-    git.run(&["init", "-q", "-b", "canonical"])?;
+    git.run(&["init", "-q", "--template=", "-b", "canonical"])?;
     let canonical = series(&patches.join(BASE))?;
-    git.commit_tree(&source(BASE, None)?.tree, "base")?;
+    git.commit_tree(&pristine(BASE)?, "base")?;
     git.am(&canonical)?;
     let commits = git.lines(&["rev-list", "--reverse", "base..HEAD"])?;
     if commits.len() != canonical.len() {
@@ -262,7 +282,7 @@ fn scratch(
     if tree != BASE {
         git.run(&["checkout", "-q", "--orphan", "made"])?;
         git.run(&["rm", "-rqf", "."])?;
-        git.commit_tree(&source(tree, None)?.tree, "tree")?;
+        git.commit_tree(&pristine(tree)?, "tree")?;
     }
     Ok((git, work, canonical, commits))
 }
@@ -350,6 +370,27 @@ fn deltas(patches: &Path, tree: &str) -> Result<Deltas> {
         }
     }
     Ok(found)
+}
+
+/// The patch numbers that selectors other than `tree`'s own name replace
+/// for `tree` (`deltas/1.28/` for 1.28.0).
+fn deltas_of_others(tree: &str) -> Result<Vec<String>> {
+    let mut numbers = Vec::new();
+    let base = dir().join("deltas");
+    let Ok(entries) = fs::read_dir(&base) else {
+        return Ok(numbers);
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let s = e.file_name().to_string_lossy().into_owned();
+        if s != tree && selects(&s, tree) {
+            for p in series(&base.join(&s))? {
+                if !p.to_string_lossy().contains('+') {
+                    numbers.push(number(&p));
+                }
+            }
+        }
+    }
+    Ok(numbers)
 }
 
 /// Whether the delta directory `selector` applies to `tree`: its name, or

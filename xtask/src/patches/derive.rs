@@ -74,7 +74,10 @@ pub(super) fn derive(tree: &str) -> Result {
         match carried {
             Some(c) => {
                 let commit = &commits[*c];
-                if git.run(&["cherry-pick", "--allow-empty", commit]).is_err() {
+                if git
+                    .run(&["cherry-pick", "--strategy=ort", "--allow-empty", commit])
+                    .is_err()
+                {
                     for f in git.lines(&["diff", "--name-only", "--diff-filter=U"])? {
                         let path = git.0.join(&f);
                         let text = fs::read_to_string(&path).map_err(|e| format!("{f}: {e}"))?;
@@ -113,7 +116,7 @@ pub(super) fn derive(tree: &str) -> Result {
                 }
             }
             None => {
-                git.run(&["cherry-pick", "--allow-empty", want])?;
+                git.run(&["cherry-pick", "--strategy=ort", "--allow-empty", want])?;
                 let made = export(&git, &work.join("own"), "HEAD~1..HEAD")?;
                 let (name, bytes) = made.into_iter().next().ok_or("no patch exported")?;
                 let name = format!("{n}{}", &name[4..]);
@@ -125,7 +128,24 @@ pub(super) fn derive(tree: &str) -> Result {
         let text: String = resolutions.iter().map(Resolution::render).collect();
         fs::write(out.join("resolutions"), text).map_err(|e| format!("resolutions: {e}"))?;
     }
+    // A replacement another selector already gives (`deltas/1.28/` for
+    // 1.28.0) stays there, not twice.
+    let others = super::deltas_of_others(tree)?;
+    for p in series(&out)? {
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if !name.contains('+') && others.contains(&number(&p)) {
+            fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+    }
     let dest = dir().join("deltas").join(tree);
+    let kept = work.join("kept");
+    if dest.is_dir() {
+        crate::tree::copy_tree(&dest, &kept)?;
+    }
     let _ = fs::remove_dir_all(&dest);
     if fs::read_dir(&out)
         .map_err(|e| e.to_string())?
@@ -134,8 +154,65 @@ pub(super) fn derive(tree: &str) -> Result {
     {
         crate::tree::copy_tree(&out, &dest)?;
     }
+    // The deltas must make the series they were derived from again, or
+    // nothing changes: the hand-edited series is never overwritten by a
+    // regeneration that differs from it.
+    let made = super::regenerate(tree)?;
+    let differs = super::compare(&dir().join(tree), &made)
+        .map(|d| {
+            d.into_iter()
+                .filter(|n| !n.ends_with("(made no more)"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let metadata_only = differs.is_empty() || same_code(&dir().join(tree), &made);
+    if !metadata_only {
+        let _ = fs::remove_dir_all(&dest);
+        if kept.is_dir() {
+            crate::tree::copy_tree(&kept, &dest)?;
+        }
+        return Err(format!(
+            "{tree}: the deltas derived do not make its series again ({}); \
+             deltas/{tree}/ is left as it was",
+            differs.join(", ")
+        ));
+    }
     eprintln!("xtask: patches: {tree}: deltas/{tree}/ derived from {tree}/");
     Ok(())
+}
+
+/// Whether `made` has the same changes as the series in `dir`: its diff
+/// lines, not its headers, index lines, numbering or file names (a series
+/// edited by hand keeps stale diffstats and `[PATCH n/m]` that the
+/// regeneration mends).
+fn same_code(dir: &Path, made: &super::Series) -> bool {
+    let code = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("diff --git "))
+            .filter(|l| {
+                (l.starts_with('+') || l.starts_with('-') || l.starts_with(' '))
+                    && !l.starts_with("---")
+                    && !l.starts_with("+++")
+            })
+            .map(String::from)
+            .collect()
+    };
+    let Ok(own) = series(dir) else {
+        return false;
+    };
+    let had: Vec<String> = own
+        .iter()
+        .filter_map(|p| fs::read_to_string(p).ok())
+        .flat_map(|t| code(&t))
+        .collect();
+    let now: Vec<String> = made
+        .iter()
+        .flat_map(|(_, b)| code(&String::from_utf8_lossy(b)))
+        .collect();
+    let (mut had, mut now) = (had, now);
+    had.sort();
+    now.sort();
+    had == now
 }
 
 /// A patch's subject without its `[PATCH n/m]`.

@@ -11,12 +11,42 @@ use crate::workspace::Result;
 /// git in the scratch repository, with the fixed committer.
 pub(super) struct Git(pub(super) PathBuf);
 
+/// git as the series are made with anywhere: no `GIT_*` variable of the
+/// caller's (a hook's `GIT_INDEX_FILE` would point at the project's index),
+/// no system or user configuration, attributes, ignore file, template or
+/// hooks (each could change what is committed or how `format-patch`
+/// writes it), and the settings that decide the output named. `home` is
+/// an empty directory standing for `$HOME`.
+pub(super) fn isolated(home: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("GIT_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home)
+        .env("LC_ALL", "C")
+        .args(["-c", "core.abbrev=7", "-c", "commit.gpgsign=false"])
+        .args(["-c", "tag.gpgSign=false", "-c", "core.autocrlf=false"])
+        .args(["-c", "core.hooksPath=/dev/null", "-c", "init.templateDir="])
+        .args([
+            "-c",
+            "merge.conflictStyle=merge",
+            "-c",
+            "diff.algorithm=myers",
+        ]);
+    cmd
+}
+
 impl Git {
     pub(super) fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("git");
-        cmd.args(["-c", "core.abbrev=7", "-c", "commit.gpgsign=false"])
-            .args(["-c", "merge.conflictStyle=merge"])
-            .args(args)
+        let home = self.0.parent().unwrap_or(&self.0).join("home");
+        let _ = fs::create_dir_all(&home);
+        let mut cmd = isolated(&home);
+        cmd.args(args)
             .current_dir(&self.0)
             // The repository lives under target/, inside this project's
             // work tree: never let git find the project's repository.
@@ -24,8 +54,6 @@ impl Git {
                 "GIT_CEILING_DIRECTORIES",
                 self.0.parent().unwrap_or(&self.0),
             )
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
             .envs(COMMITTER)
             .env("GIT_AUTHOR_NAME", COMMITTER[0].1)
             .env("GIT_AUTHOR_EMAIL", COMMITTER[1].1)
@@ -100,11 +128,21 @@ impl Git {
         work: &Path,
         recorded: &[Resolution],
     ) -> Result {
-        if self.run(&["cherry-pick", "--allow-empty", commit]).is_ok() {
-            return Ok(());
+        let picked = match self.run(&["cherry-pick", "--strategy=ort", "--allow-empty", commit]) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let unmerged = self.lines(&["diff", "--name-only", "--diff-filter=U"])?;
+        // Not a conflict git marked in a file (a file the tree lacks, say):
+        // git's own account.
+        if unmerged.is_empty() {
+            return Err(format!(
+                "{} does not carry over to {tree}: {picked}",
+                patch.display()
+            ));
         }
         let mut conflicts = Vec::new();
-        for file in self.lines(&["diff", "--name-only", "--diff-filter=U"])? {
+        for file in unmerged {
             let path = self.0.join(&file);
             let text = fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))?;
             match resolve(&file, &text, recorded) {

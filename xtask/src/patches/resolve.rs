@@ -3,7 +3,6 @@
 
 use std::fs;
 use std::path::PathBuf;
-use std::process::Command;
 
 use crate::workspace::Result;
 
@@ -124,7 +123,7 @@ fn merge3(current: &[String], base: &[String], other: &[String]) -> Option<Vec<S
         write("base", base)?,
         write("other", other)?,
     );
-    let out = Command::new("git")
+    let out = super::git::isolated(&dir)
         .args(["merge-file", "-p"])
         .args([&c, &b, &o])
         .output()
