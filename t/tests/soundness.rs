@@ -187,7 +187,9 @@ async fn lost_a_peer(fix: Fix) {
             1,
             "{lines:#?}"
         );
-        assert!(!log.contains(NO_LIVE), "{log}");
+        // This request's lines: a readiness probe may meet the name's
+        // empty list before its first answer.
+        assert!(!lines.iter().any(|l| l.contains(NO_LIVE)), "{lines:#?}");
     }
     lab.finish();
 }
