@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::patched::{self, StockBuild};
+use crate::patched::{self, StockBuild, StockTree};
 use crate::prereq;
 use crate::test_wrap;
 use crate::tree::{binary_name, copy_if_changed, files, fnv1a, nginx_tree, Make};
@@ -113,7 +113,11 @@ fn build_vendored() -> Result<Built> {
         ));
     }
     let identity = stock.source.to_string_lossy().into_owned();
-    let patched = patched::build(DEFAULT, &stock.source, &identity, &stock.flags, &install)?;
+    let from = StockTree {
+        source: &stock.source,
+        objs: &found.nginx_build_dir,
+    };
+    let patched = patched::build(DEFAULT, from, &identity, &stock.flags, &install)?;
     check_nginx(&patched, DEFAULT)?;
     Ok(Built {
         version: DEFAULT.to_string(),
@@ -155,7 +159,11 @@ fn build_from_source(version: &str, user: Option<&Path>) -> Result<Built> {
     }
 
     if patched::patch_dir(&version).is_dir() {
-        let patched = patched::build(&version, &src.tree, &src.identity, &flags, &install)?;
+        let from = StockTree {
+            source: &tree,
+            objs: &objs,
+        };
+        let patched = patched::build(&version, from, &src.identity, &flags, &install)?;
         check_nginx(&patched, &src.nginx)?;
     } else {
         let _ = fs::remove_dir_all(install.join("patched"));
@@ -331,9 +339,9 @@ fn is_package(msg: &Value, name: &str) -> bool {
 }
 
 /// The patched nginx of the default version from the patches in
-/// `patch_dir` (a copy of `nginx-src-patches/1.28.0`), built from the
-/// pristine tree and with the flags of the vendored nginx whose objs are
-/// `stock_objs`, installed in `install/patched/sbin/nginx`.
+/// `patch_dir` (a copy of `nginx-src-patches/1.28.0`), built on the
+/// vendored nginx whose objs are `stock_objs`, installed in
+/// `install/patched/sbin/nginx`.
 pub fn patched_default_from(
     patch_dir: &Path,
     stock_objs: &Path,
@@ -342,14 +350,11 @@ pub fn patched_default_from(
     let stock = StockBuild::read(stock_objs)?;
     let identity = stock.source.to_string_lossy().into_owned();
     let patches = patched::patches_in(patch_dir)?;
-    let nginx = patched::build_with(
-        DEFAULT,
-        &patches,
-        &stock.source,
-        &identity,
-        &stock.flags,
-        install,
-    )?;
+    let from = StockTree {
+        source: &stock.source,
+        objs: stock_objs,
+    };
+    let nginx = patched::build_with(DEFAULT, &patches, from, &identity, &stock.flags, install)?;
     check_nginx(&nginx, DEFAULT)?;
     Ok(nginx)
 }

@@ -3,8 +3,10 @@
 //! suite, per version, with a closing table; `--nginx all` is CI's run.
 
 use std::path::Path;
+use std::sync::mpsc;
 use std::time::Instant;
 
+use crate::harness::parallel::Stages;
 use crate::harness::{matrix_env, matrix_tests, slowest, test_binaries, Step, TestTotals, NO_TEST};
 use crate::versions::{self, Which, DEFAULT, MATRIX};
 use crate::workspace::{cargo, Result};
@@ -26,93 +28,7 @@ pub fn command(args: &[String]) -> Result {
                 None,
             ));
         }
-        Which::All => {
-            // The default version first, alone: the lab's claims are timed
-            // on a machine that does nothing else. Its nginx-tests come
-            // after the first matrix build has started (below), as every
-            // matrix version's nginx-tests run beside the next build: the
-            // build would otherwise wait for them.
-            let started = Instant::now();
-            let built = build::build_version(DEFAULT, None);
-            let default_built = built.as_ref().ok().cloned();
-            steps.push(test_step(
-                DEFAULT,
-                built,
-                started.elapsed().as_secs_f64(),
-                true,
-                &extra,
-                None,
-            ));
-            // From here on the default version's module is built beside
-            // every other: `directive.rs` must find one to load (set before
-            // the build threads start, as every test process inherits it).
-            // Not if that build failed: its step says so already.
-            if crate::workspace::version_dir(DEFAULT)
-                .join("modules")
-                .join(build::MODULE_FILE)
-                .is_file()
-            {
-                std::env::set_var(OTHER_MODULES_ENV, "1");
-            }
-            // Then the matrix, each version built while the one before is
-            // tested: builds keep the cores busy, the race tests mostly
-            // wait on DNS timers and held requests.
-            let matrix: Vec<&'static str> =
-                MATRIX.iter().copied().filter(|v| *v != DEFAULT).collect();
-            let spawn = |v: &'static str| {
-                std::thread::spawn(move || {
-                    let started = Instant::now();
-                    (
-                        build::build_version(v, None),
-                        started.elapsed().as_secs_f64(),
-                    )
-                })
-            };
-            let mut next = matrix.first().map(|v| spawn(v));
-            steps.extend(suite::step_for(default_built.as_ref(), &extra));
-            let mut debian = None;
-            for (i, v) in matrix.iter().enumerate() {
-                let (built, build_s) = next
-                    .take()
-                    .expect("a build per version")
-                    .join()
-                    .unwrap_or_else(|_| (Err(format!("building nginx {v} panicked")), 0.0));
-                next = matrix.get(i + 1).map(|v| spawn(v));
-                if next.is_none() {
-                    // The last version's tests overlap the Debian package.
-                    debian = Some(std::thread::spawn(|| {
-                        let started = Instant::now();
-                        let made = debian::package(&debian::Inputs::Pinned);
-                        (made, started.elapsed().as_secs_f64())
-                    }));
-                }
-                let tested = built.as_ref().ok().cloned();
-                steps.push(test_step(
-                    v,
-                    built,
-                    build_s,
-                    false,
-                    &extra,
-                    Some(matrix_tests(v)),
-                ));
-                steps.extend(suite::step_for(tested.as_ref(), &extra));
-            }
-            let (made, build_s) = match debian.map(|t| t.join()) {
-                Some(Ok(done)) => done,
-                Some(Err(_)) => (Err("packaging for Debian panicked".to_string()), 0.0),
-                None => {
-                    let started = Instant::now();
-                    let made = debian::package(&debian::Inputs::Pinned);
-                    (made, started.elapsed().as_secs_f64())
-                }
-            };
-            steps.push(debian::test_made(
-                &debian::Inputs::Pinned,
-                made,
-                build_s,
-                &extra,
-            ));
-        }
+        Which::All => steps.extend(all(&extra)),
     }
     let mut total = TestTotals::default();
     println!(
@@ -158,6 +74,158 @@ pub fn command(args: &[String]) -> Result {
     Ok(())
 }
 
+/// What the builder thread of [`all`] made, in its order.
+enum Made {
+    External(Result<std::path::PathBuf>, f64),
+    Version(&'static str, Result<build::Built>, f64),
+    Debian(Result<debian::Made>, f64),
+}
+
+/// CI's run (`--nginx all`). The default version is built first, with
+/// nothing beside it, and its tests start; the binaries timed under load
+/// ([`crate::harness::parallel::ALONE`]: the lab's claims) run alone.
+/// Then one thread builds everything else in turn (the default version's
+/// external builds, every other version of [`MATRIX`], the Debian
+/// package) while the tests run: builds keep the cores busy, the tests
+/// mostly wait on DNS timers and held requests. Each version is tested
+/// once its build is done, and nginx's own tests of one version run
+/// beside the tests of the next.
+fn all(extra: &[String]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    // The lint gate (`cargo xtask check`) and the test build (the default
+    // version's whole suite) beside that build: three compilers, no test
+    // yet, and the debug and release target directories each locked by
+    // one cargo at a time.
+    let check = std::thread::spawn(|| {
+        let began = Instant::now();
+        let mut step = Step::new("check (fmt, clippy, patches)".into());
+        step.ok = crate::check::command(&[])
+            .map_err(|e| eprintln!("xtask: error: {e}"))
+            .is_ok();
+        step.build_s = began.elapsed().as_secs_f64();
+        step
+    });
+    let compile = std::thread::spawn(|| {
+        let mut cmd = suite_command(true);
+        cmd.args(["--no-run", "--quiet"]);
+        cmd.stdout(std::process::Stdio::null());
+        // Its errors show again when the tests are built to run.
+        let _ = cmd.status();
+    });
+    let started = Instant::now();
+    let built = build::build_version(DEFAULT, None);
+    let build_s = started.elapsed().as_secs_f64();
+    let _ = compile.join();
+    steps.push(
+        check
+            .join()
+            .unwrap_or_else(|_| Step::new("check (panicked)".into())),
+    );
+    let default_built = built.as_ref().ok().cloned();
+    // From here on the default version's module is built beside every
+    // other: `directive.rs` must find one to load (set before any thread
+    // starts, as every test process inherits it). Not if that build
+    // failed: its step says so already.
+    if crate::workspace::version_dir(DEFAULT)
+        .join("modules")
+        .join(build::MODULE_FILE)
+        .is_file()
+    {
+        std::env::set_var(OTHER_MODULES_ENV, "1");
+    }
+    let (go, start) = mpsc::channel::<()>();
+    let (send, made) = mpsc::channel::<Made>();
+    let for_external = default_built.clone();
+    let builder = std::thread::spawn(move || {
+        // Until the binaries timed alone are done (or the default
+        // version's tests end without them).
+        let _ = start.recv();
+        let began = Instant::now();
+        let external = match &for_external {
+            Some(b) => external::build(b),
+            None => Err(format!("nginx {DEFAULT} did not build")),
+        };
+        let _ = send.send(Made::External(external, began.elapsed().as_secs_f64()));
+        for v in MATRIX.iter().copied().filter(|v| *v != DEFAULT) {
+            let began = Instant::now();
+            let built = build::build_version(v, None);
+            let _ = send.send(Made::Version(v, built, began.elapsed().as_secs_f64()));
+        }
+        let began = Instant::now();
+        let made = debian::package(&debian::Inputs::Pinned);
+        let _ = send.send(Made::Debian(made, began.elapsed().as_secs_f64()));
+    });
+
+    let mut external_s = 0.0;
+    let default_step = {
+        let go = go.clone();
+        let (made, external_s) = (&made, &mut external_s);
+        let stages = Stages {
+            after_alone: Some(Box::new(move || {
+                let _ = go.send(());
+            })),
+            last: &["external"],
+            before_last: Some(Box::new(move || match made.recv() {
+                Ok(Made::External(r, secs)) => {
+                    *external_s = secs;
+                    r.map(|_| ())
+                }
+                _ => Err("the external builds were not made".into()),
+            })),
+        };
+        test_step_staged(DEFAULT, built, build_s, true, extra, None, Some(stages))
+    };
+    // Whatever the default version's tests did, the builds go on.
+    let _ = go.send(());
+    let mut default_step = default_step;
+    default_step.build_s += external_s;
+    steps.push(default_step);
+
+    // nginx's own tests, one version at a time, beside the next version's.
+    let mut suite: Option<std::thread::JoinHandle<Option<Step>>> = None;
+    let mut next_suite = |steps: &mut Vec<Step>, tested: Option<build::Built>| {
+        if let Some(s) = suite.take() {
+            steps.extend(s.join().unwrap_or(None));
+        }
+        let extra = extra.to_vec();
+        suite = tested.map(|t| std::thread::spawn(move || suite::step_for(Some(&t), &extra)));
+    };
+    next_suite(&mut steps, default_built);
+    loop {
+        match made.recv() {
+            Ok(Made::External(..)) => {}
+            Ok(Made::Version(v, built, build_s)) => {
+                let tested = built.as_ref().ok().cloned();
+                steps.push(test_step(
+                    v,
+                    built,
+                    build_s,
+                    false,
+                    extra,
+                    Some(matrix_tests(v)),
+                ));
+                next_suite(&mut steps, tested);
+            }
+            Ok(Made::Debian(made, build_s)) => {
+                steps.push(debian::test_made(
+                    &debian::Inputs::Pinned,
+                    made,
+                    build_s,
+                    extra,
+                ));
+                break;
+            }
+            Err(_) => {
+                steps.push(Step::new("builds (the builder thread ended early)".into()));
+                break;
+            }
+        }
+    }
+    next_suite(&mut steps, None);
+    let _ = builder.join();
+    steps
+}
+
 /// Builds one version and runs its tests: the whole suite with the unit
 /// tests (`only` = None), or only the binaries named. The default version
 /// also gets `external`'s builds and, without filters, the memcheck subset.
@@ -187,6 +255,25 @@ fn version_steps(
     steps
 }
 
+/// `cargo test` of the whole suite (`whole`): with the diagnosis tool's
+/// own tests (parsers, rules, files, fuzzing, memory), which need no
+/// nginx; else of the harness crate alone, whose binaries are named.
+fn suite_command(whole: bool) -> std::process::Command {
+    let mut cmd = cargo();
+    cmd.arg("test");
+    if whole {
+        for p in [
+            "generation-retry-core",
+            "generation-retry-t",
+            "xtask",
+            "generation-retry-diagnose",
+        ] {
+            cmd.args(["-p", p]);
+        }
+    }
+    cmd
+}
+
 /// Set for the matrix's tests of `--nginx all`, which run after the
 /// default version's module was built beside theirs: the test that loads
 /// another version's module fails, instead of skipping, if it finds none.
@@ -201,6 +288,21 @@ fn test_step(
     default: bool,
     extra: &[String],
     only: Option<&[&str]>,
+) -> Step {
+    test_step_staged(version, built, build_s, default, extra, only, None)
+}
+
+/// [`test_step`]; with `staged`, CI's default version: its external builds
+/// are another thread's (the `external` binary runs last, once
+/// `before_last` has them), and `after_alone` starts that thread.
+fn test_step_staged(
+    version: &str,
+    built: Result<build::Built>,
+    build_s: f64,
+    default: bool,
+    extra: &[String],
+    only: Option<&[&str]>,
+    staged: Option<Stages>,
 ) -> Step {
     let mut step = Step::new(format!(
         "nginx {}",
@@ -219,7 +321,7 @@ fn test_step(
     };
     step.what = format!("nginx {}", built.version);
     let started = Instant::now();
-    if default {
+    if default && staged.is_none() {
         if let Err(e) = external::build(&built) {
             eprintln!("xtask: error: {e}");
             return step;
@@ -227,9 +329,9 @@ fn test_step(
     }
     step.build_s = build_s + started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let mut cmd = cargo();
+    let mut cmd = suite_command(only.is_none());
     // Every test binary runs even when one fails: the table shows all.
-    cmd.args(["test", "--no-fail-fast"]);
+    cmd.arg("--no-fail-fast");
     match only {
         Some(tests) => {
             cmd.args(["-p", "generation-retry-t"]);
@@ -239,18 +341,6 @@ fn test_step(
             matrix_env(&mut cmd);
         }
         None => {
-            // With the diagnosis tool's own tests (parsers, rules, files,
-            // fuzzing, memory): they need no nginx, and run once.
-            cmd.args([
-                "-p",
-                "generation-retry-core",
-                "-p",
-                "generation-retry-t",
-                "-p",
-                "xtask",
-                "-p",
-                "generation-retry-diagnose",
-            ]);
             if !default {
                 // Every test binary but `external`, which tests the default
                 // version's external builds.
@@ -302,7 +392,11 @@ fn test_step(
         cmd.arg("--").args(test_args);
     }
     println!("xtask: nginx {}: tests", built.version);
-    let result = crate::harness::parallel::run_tests(&cmd, &mut step.totals);
+    let result = crate::harness::parallel::run_tests_staged(
+        &cmd,
+        &mut step.totals,
+        staged.unwrap_or_default(),
+    );
     // A filter may well match nothing in one version's binaries.
     let result = match result {
         Err(e) if e == NO_TEST && !extra.is_empty() => Ok(()),

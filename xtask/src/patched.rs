@@ -1,15 +1,15 @@
-//! `target/nginx/VERSION/patched/sbin/nginx`: a copy of the pristine source
-//! tree the stock build of that version used, with
-//! `nginx-src-patches/VERSION/*.patch` applied in order, configured with
-//! exactly the flags of the stock build (so the module loads into it too),
-//! built, and installed beside stock.
+//! `target/nginx/VERSION/patched/sbin/nginx`: a copy of the stock build of
+//! that version (its source tree and objs), with
+//! `nginx-src-patches/VERSION/*.patch` applied in order and made again, so
+//! configured exactly as the stock build (the module loads into it too),
+//! and installed beside stock.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::tree::{
-    binary_name, configure, copy_if_changed, copy_source, fnv1a, is_fresh, make_target, write_stamp,
+    binary_name, copy_if_changed, copy_source, copy_tree, fnv1a, is_fresh, make_target, write_stamp,
 };
 use crate::workspace::{root, Result};
 
@@ -95,31 +95,39 @@ fn apply(tree: &Path, patch: &Path, version: &str) -> Result {
     ))
 }
 
-/// Builds (or reuses) the patched nginx of `version` from the pristine
-/// tree `source` (identified by `identity`) with `flags`; returns the
-/// installed binary.
+/// A built stock nginx: the source tree its `make` ran in, and its objs
+/// directory (inside that tree, or elsewhere as nginx-sys puts it).
+#[derive(Clone, Copy)]
+pub struct StockTree<'a> {
+    pub source: &'a Path,
+    pub objs: &'a Path,
+}
+
+/// Builds (or reuses) the patched nginx of `version` from the stock build
+/// `stock`, made from the pristine tree `identity` names with `flags`;
+/// returns the installed binary.
 pub fn build(
     version: &str,
-    source: &Path,
+    stock: StockTree,
     identity: &str,
     flags: &[String],
     install: &Path,
 ) -> Result<PathBuf> {
-    build_with(
-        version,
-        &patches(version)?,
-        source,
-        identity,
-        flags,
-        install,
-    )
+    build_with(version, &patches(version)?, stock, identity, flags, install)
 }
 
 /// [`build`] with these patches instead of `nginx-src-patches/VERSION`'s.
+///
+/// The stock build is copied whole, objects and their times included, the
+/// patches applied to the copy, and `make` run again: it recompiles what
+/// the patches touch (the files they change and those that include a
+/// changed header: http and stream) and links, where a build from the
+/// pristine tree would compile and configure everything again. Same
+/// configuration, same flags: the module loads into both.
 pub fn build_with(
     version: &str,
     patches: &[PathBuf],
-    source: &Path,
+    stock: StockTree,
     identity: &str,
     flags: &[String],
     install: &Path,
@@ -128,25 +136,39 @@ pub fn build_with(
 
     let work = install.join("patched-build");
     let tree = work.join("src");
-    let objs = work.join("objs");
+    // objs inside the stock tree stays there in the copy (its Makefile
+    // names it relatively); elsewhere it is copied beside it.
+    let objs = match stock.objs.strip_prefix(stock.source) {
+        Ok(rel) => tree.join(rel),
+        Err(_) => work.join("objs"),
+    };
     let binary = install.join("patched/sbin/nginx");
-    let built = objs.join(binary_name(source));
+    let built = objs.join(binary_name(stock.source));
     if is_fresh(&work, &stamp, &built) && binary.is_file() {
         return Ok(binary);
     }
 
     eprintln!(
-        "xtask: building patched nginx {version} ({} patches)",
+        "xtask: building patched nginx {version} ({} patches) on its stock build",
         patches.len()
     );
     let _ = fs::remove_dir_all(&work);
-    copy_source(source, &tree)?;
+    if objs.starts_with(&tree) {
+        copy_tree(stock.source, &tree)?;
+    } else {
+        copy_source(stock.source, &tree)?;
+        copy_tree(stock.objs, &objs)?;
+        // The Makefile names the objs directory by its absolute path.
+        let makefile = objs.join("Makefile");
+        let text =
+            fs::read_to_string(&makefile).map_err(|e| format!("{}: {e}", makefile.display()))?;
+        let from = stock.objs.to_string_lossy();
+        let text = text.replace(from.as_ref(), &objs.to_string_lossy());
+        fs::write(&makefile, text).map_err(|e| format!("{}: {e}", makefile.display()))?;
+    }
     for p in patches {
         apply(&tree, p, version)?;
     }
-    let mut flags = flags.to_vec();
-    flags.push(format!("--builddir={}", objs.display()));
-    configure(&tree, &flags)?;
     make_target(&tree, &objs, "build")?;
     copy_if_changed(&built, &binary)?;
     write_stamp(&work, &stamp)?;

@@ -71,7 +71,8 @@ pub(crate) fn files(path: &Path, skip: &dyn Fn(&str) -> bool) -> Result<Vec<Path
 }
 
 /// Copies the tree `from` to `to`, leaving out entries whose name `skip`
-/// accepts, at any depth.
+/// accepts, at any depth; each file keeps its modification time, so that
+/// `make` in a copied build tree sees what is up to date as it was.
 fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&str) -> bool) -> Result {
     fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
     for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
@@ -85,6 +86,10 @@ fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&str) -> bool) -> Result 
             copy_filtered(&src, &dst, skip)?;
         } else {
             fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
+            let modified = entry.metadata().and_then(|m| m.modified());
+            modified
+                .and_then(|t| fs::File::open(&dst)?.set_modified(t))
+                .map_err(|e| format!("{}: {e}", dst.display()))?;
         }
     }
     Ok(())

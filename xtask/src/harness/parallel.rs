@@ -104,6 +104,24 @@ pub fn binaries(json: &str) -> Result<Vec<Binary>> {
 /// libtest's result lines are added to `total`. Every binary runs even
 /// when one fails (`--no-fail-fast`); fails when one did, or none ran.
 pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
+    run_tests_staged(cmd, total, Stages::default())
+}
+
+/// What [`run_tests_staged`] does between its binaries: CI's run starts
+/// building the other versions once the binaries timed alone are done,
+/// and holds back the binaries whose builds are among them.
+#[derive(Default)]
+pub struct Stages<'a> {
+    /// Called once the [`ALONE`] binaries ran, before any other starts.
+    pub after_alone: Option<Box<dyn FnOnce() + 'a>>,
+    /// Binaries run only after every other, once `before_last` says their
+    /// inputs are ready; an error there fails them unrun, with its reason.
+    pub last: &'a [&'a str],
+    pub before_last: Option<Box<dyn FnOnce() -> Result + 'a>>,
+}
+
+/// [`run_tests`] in [`Stages`].
+pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -> Result {
     let jobs = jobs()?;
     let args: Vec<String> = cmd
         .get_args()
@@ -130,9 +148,12 @@ pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
         return Err(format!("tests did not build: {}", out.status));
     }
     let all = binaries(&String::from_utf8_lossy(&out.stdout))?;
-    let (alone, mut rest): (Vec<Binary>, Vec<Binary>) = all
+    let (alone, rest): (Vec<Binary>, Vec<Binary>) = all
         .into_iter()
         .partition(|b| ALONE.contains(&b.name.as_str()));
+    let (last, mut rest): (Vec<Binary>, Vec<Binary>) = rest
+        .into_iter()
+        .partition(|b| stages.last.contains(&b.name.as_str()));
     slowest_first(&mut rest);
     let before = total.passed;
     let failed = Mutex::new(Vec::new());
@@ -162,16 +183,34 @@ pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
     for b in &alone {
         run_one(b);
     }
-    let queue = Mutex::new(VecDeque::from(rest));
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| loop {
-                let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-                let Some(b) = next else { break };
-                run_one(&b);
-            });
+    if let Some(hook) = stages.after_alone {
+        hook();
+    }
+    let pool = |bins: Vec<Binary>| {
+        let queue = Mutex::new(VecDeque::from(bins));
+        std::thread::scope(|s| {
+            for _ in 0..jobs {
+                s.spawn(|| loop {
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+                    let Some(b) = next else { break };
+                    run_one(&b);
+                });
+            }
+        });
+    };
+    pool(rest);
+    if !last.is_empty() {
+        match stages.before_last.map_or(Ok(()), |ready| ready()) {
+            Ok(()) => pool(last),
+            Err(e) => {
+                let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
+                for b in &last {
+                    eprintln!("xtask: error: {} not run: {e}", b.shown);
+                    f.push(format!("{} (not run)", b.shown));
+                }
+            }
         }
-    });
+    }
     *total = shared.into_inner().unwrap_or_else(|e| e.into_inner());
     remember(&total.binaries);
     let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());

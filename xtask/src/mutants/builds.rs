@@ -72,12 +72,17 @@ impl Context {
     pub(super) fn patched(&self, patches: &Path, install: &Path) -> Result<PathBuf> {
         match &self.source {
             None => build::patched_default_from(patches, &self.objs, install),
-            Some((source, identity)) => {
+            Some((_, identity)) => {
                 let flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
+                // The stock build's tree holds its objs.
+                let stock = crate::patched::StockTree {
+                    source: self.objs.parent().ok_or("objs has no parent")?,
+                    objs: &self.objs,
+                };
                 crate::patched::build_with(
                     self.version,
                     &crate::patched::patches_in(patches)?,
-                    source,
+                    stock,
                     identity,
                     &flags,
                     install,
