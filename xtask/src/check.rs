@@ -10,21 +10,66 @@ use crate::workspace::{cargo, root, Result};
 
 mod sizes;
 
-/// The checks, in order: a name for the report, and cargo's arguments.
-const CHECKS: &[(&str, &[&str])] = &[
-    ("rustfmt", &["fmt", "--all", "--check"]),
+/// The module's package: linted against a configured nginx tree.
+const MODULE: &str = "ngx_http_upstream_generation_retry_module";
+
+/// The checks, in order: a name for the report, cargo's arguments, and
+/// whether it needs a configured nginx tree (`NGINX_BUILD_DIR`). The
+/// module is linted with the features it is built with against a tree
+/// (its default `vendored` would have nginx-sys compile a whole nginx for
+/// a lint): the same code, as every other version builds it.
+const CHECKS: &[(&str, &[&str], bool)] = &[
+    ("rustfmt", &["fmt", "--all", "--check"], false),
     (
         "clippy",
         &[
             "clippy",
             "--workspace",
+            "--exclude",
+            MODULE,
             "--all-targets",
             "--",
             "-D",
             "warnings",
         ],
+        false,
+    ),
+    (
+        "clippy",
+        &[
+            "clippy",
+            "--package",
+            MODULE,
+            "--all-targets",
+            "--no-default-features",
+            "--features",
+            "export-modules",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        true,
     ),
 ];
+
+/// The default version's nginx tree, configured (not built) in
+/// `target/nginx/VERSION/check-tree`: the objs the module's lint binds to.
+fn configured_objs() -> Result<std::path::PathBuf> {
+    let src = crate::versions::source(crate::versions::DEFAULT, None)?;
+    let flags: Vec<String> = crate::versions::FLAGS
+        .iter()
+        .map(|f| f.to_string())
+        .collect();
+    let (tree, _, _) = crate::tree::nginx_tree(
+        &src.tree,
+        &src.identity,
+        &crate::workspace::version_dir(&src.version).join("check-tree"),
+        &flags,
+        &[],
+        crate::tree::Make::ConfigureOnly,
+    )?;
+    Ok(tree.join("objs"))
+}
 
 /// `cargo xtask check`.
 pub fn command(args: &[String]) -> Result {
@@ -34,11 +79,32 @@ pub fn command(args: &[String]) -> Result {
         ));
     }
     let mut failed = Vec::new();
-    for (name, check) in CHECKS {
+    let mut objs = None;
+    for (name, check, tree) in CHECKS {
         let shown = format!("cargo {}", check.join(" "));
         eprintln!("xtask: check: {shown}");
-        let status = cargo()
-            .args(*check)
+        let mut cmd = cargo();
+        // Its own target directory: a lint never holds the tests' build
+        // (`--nginx all` runs this beside the tests).
+        cmd.args(*check).env(
+            "CARGO_TARGET_DIR",
+            crate::workspace::target_dir().join("check"),
+        );
+        if *tree {
+            let dir = match objs.get_or_insert_with(configured_objs) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!(
+                        "xtask: check: {name}: no nginx tree to lint the module against: {e}"
+                    );
+                    failed.push(*name);
+                    continue;
+                }
+            };
+            cmd.env("NGINX_BUILD_DIR", dir)
+                .env_remove("NGINX_SOURCE_DIR");
+        }
+        let status = cmd
             .status()
             .map_err(|e| format!("cannot run {shown}: {e}"))?;
         if status.success() {
@@ -102,12 +168,23 @@ mod tests {
 
     #[test]
     fn formatting_runs_first_and_clippy_denies_warnings() {
-        let names: Vec<&str> = CHECKS.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["rustfmt", "clippy"]);
+        let names: Vec<&str> = CHECKS.iter().map(|(n, ..)| *n).collect();
+        assert_eq!(names, ["rustfmt", "clippy", "clippy"]);
         assert_eq!(CHECKS[0].1, ["fmt", "--all", "--check"]);
+        // Every package and target, the module's on its own.
         let clippy = CHECKS[1].1.join(" ");
-        assert!(clippy.contains("--workspace --all-targets"), "{clippy}");
-        assert!(clippy.ends_with("-- -D warnings"), "{clippy}");
+        assert!(
+            clippy.contains(&format!("--workspace --exclude {MODULE} --all-targets")),
+            "{clippy}"
+        );
+        let module = CHECKS[2].1.join(" ");
+        assert!(
+            module.contains(&format!("--package {MODULE} --all-targets")),
+            "{module}"
+        );
+        for c in [&clippy, &module] {
+            assert!(c.ends_with("-- -D warnings"), "{c}");
+        }
     }
 
     /// The zone's peer lists are shared memory that other workers write

@@ -81,22 +81,27 @@ enum Made {
     Debian(Result<debian::Made>, f64),
 }
 
-/// CI's run (`--nginx all`). The default version is built first, with
-/// nothing beside it, and its tests start; the binaries timed under load
-/// ([`crate::harness::parallel::ALONE`]: the lab's claims) run alone.
-/// Then one thread builds everything else in turn (the default version's
-/// external builds, every other version of [`MATRIX`], the Debian
-/// package) while the tests run: builds keep the cores busy, the tests
-/// mostly wait on DNS timers and held requests. Each version is tested
-/// once its build is done, and nginx's own tests of one version run
-/// beside the tests of the next.
+/// CI's run (`--nginx all`). The default version is built first, and the
+/// whole suite compiled beside it; its tests follow. Meanwhile the lint
+/// gate (`cargo xtask check`), then one thread building everything else
+/// in turn (the default version's external builds, every other version
+/// of [`MATRIX`], the Debian package), run at the idle scheduling class
+/// ([`idle_priority`]): they take only the CPU time the tests leave, so
+/// no test, timed or not, waits on a compiler, and the cores the tests
+/// leave idle (they mostly wait on DNS timers and held requests) build.
+/// Each version is tested once its build is done, and nginx's own tests
+/// of one version run beside the tests of the next.
 fn all(extra: &[String]) -> Vec<Step> {
     let mut steps = Vec::new();
-    // The lint gate (`cargo xtask check`) and the test build (the default
-    // version's whole suite) beside that build: three compilers, no test
-    // yet, and the debug and release target directories each locked by
-    // one cargo at a time.
+    let compile = std::thread::spawn(|| {
+        let mut cmd = suite_command(true);
+        cmd.args(["--no-run", "--quiet"]);
+        cmd.stdout(std::process::Stdio::null());
+        // Its errors show again when the tests are built to run.
+        let _ = cmd.status();
+    });
     let check = std::thread::spawn(|| {
+        idle_priority();
         let began = Instant::now();
         let mut step = Step::new("check (fmt, clippy, patches)".into());
         step.ok = crate::check::command(&[])
@@ -105,25 +110,12 @@ fn all(extra: &[String]) -> Vec<Step> {
         step.build_s = began.elapsed().as_secs_f64();
         step
     });
-    let compile = std::thread::spawn(|| {
-        let mut cmd = suite_command(true);
-        cmd.args(["--no-run", "--quiet"]);
-        cmd.stdout(std::process::Stdio::null());
-        // Its errors show again when the tests are built to run.
-        let _ = cmd.status();
-    });
     let started = Instant::now();
     let built = build::build_version(DEFAULT, None);
     let build_s = started.elapsed().as_secs_f64();
-    let _ = compile.join();
-    steps.push(
-        check
-            .join()
-            .unwrap_or_else(|_| Step::new("check (panicked)".into())),
-    );
     let default_built = built.as_ref().ok().cloned();
     // From here on the default version's module is built beside every
-    // other: `directive.rs` must find one to load (set before any thread
+    // other: `directive.rs` must find one to load (set before the builder
     // starts, as every test process inherits it). Not if that build
     // failed: its step says so already.
     if crate::workspace::version_dir(DEFAULT)
@@ -133,13 +125,10 @@ fn all(extra: &[String]) -> Vec<Step> {
     {
         std::env::set_var(OTHER_MODULES_ENV, "1");
     }
-    let (go, start) = mpsc::channel::<()>();
     let (send, made) = mpsc::channel::<Made>();
     let for_external = default_built.clone();
     let builder = std::thread::spawn(move || {
-        // Until the binaries timed alone are done (or the default
-        // version's tests end without them).
-        let _ = start.recv();
+        idle_priority();
         let began = Instant::now();
         let external = match &for_external {
             Some(b) => external::build(b),
@@ -155,15 +144,12 @@ fn all(extra: &[String]) -> Vec<Step> {
         let made = debian::package(&debian::Inputs::Pinned);
         let _ = send.send(Made::Debian(made, began.elapsed().as_secs_f64()));
     });
+    let _ = compile.join();
 
     let mut external_s = 0.0;
-    let default_step = {
-        let go = go.clone();
+    let mut default_step = {
         let (made, external_s) = (&made, &mut external_s);
         let stages = Stages {
-            after_alone: Some(Box::new(move || {
-                let _ = go.send(());
-            })),
             last: &["external"],
             before_last: Some(Box::new(move || match made.recv() {
                 Ok(Made::External(r, secs)) => {
@@ -175,9 +161,6 @@ fn all(extra: &[String]) -> Vec<Step> {
         };
         test_step_staged(DEFAULT, built, build_s, true, extra, None, Some(stages))
     };
-    // Whatever the default version's tests did, the builds go on.
-    let _ = go.send(());
-    let mut default_step = default_step;
     default_step.build_s += external_s;
     steps.push(default_step);
 
@@ -223,7 +206,33 @@ fn all(extra: &[String]) -> Vec<Step> {
     }
     next_suite(&mut steps, None);
     let _ = builder.join();
+    let check = check
+        .join()
+        .unwrap_or_else(|_| Step::new("check (panicked)".into()));
+    steps.insert(0, check);
     steps
+}
+
+/// Moves the calling thread, and every process and thread it starts from
+/// now on, to Linux's idle scheduling class (`SCHED_IDLE`, by `chrt`): it
+/// runs only on CPU time no other task wants. Said, not fatal, where that
+/// cannot be done.
+fn idle_priority() {
+    let tid = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let done = tid.is_some_and(|tid| {
+        std::process::Command::new("chrt")
+            .args(["--idle", "--pid", "0", &tid])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !done {
+        eprintln!(
+            "xtask: builds run at the normal priority (chrt --idle failed): the tests share \
+             the CPU with them"
+        );
+    }
 }
 
 /// Builds one version and runs its tests: the whole suite with the unit
@@ -294,7 +303,7 @@ fn test_step(
 
 /// [`test_step`]; with `staged`, CI's default version: its external builds
 /// are another thread's (the `external` binary runs last, once
-/// `before_last` has them), and `after_alone` starts that thread.
+/// `before_last` has them).
 fn test_step_staged(
     version: &str,
     built: Result<build::Built>,

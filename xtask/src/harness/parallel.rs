@@ -20,7 +20,9 @@ use std::sync::Mutex;
 use super::{TestTotals, NO_TEST};
 use crate::workspace::Result;
 
-/// The binaries that run with no other beside them, first: `statistical`
+/// The binaries that run with no other test binary beside them, first
+/// (`--nginx all`'s builds at the idle scheduling class do: they take
+/// only the CPU time the tests leave): `statistical`
 /// holds the lab's latency claims, `diagnose_mixed` places 502s by their
 /// timing under load.
 pub const ALONE: &[&str] = &["statistical", "diagnose_mixed"];
@@ -107,13 +109,10 @@ pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
     run_tests_staged(cmd, total, Stages::default())
 }
 
-/// What [`run_tests_staged`] does between its binaries: CI's run starts
-/// building the other versions once the binaries timed alone are done,
-/// and holds back the binaries whose builds are among them.
+/// Binaries [`run_tests_staged`] holds back: CI's run tests the default
+/// version while another thread makes what some of its binaries need.
 #[derive(Default)]
 pub struct Stages<'a> {
-    /// Called once the [`ALONE`] binaries ran, before any other starts.
-    pub after_alone: Option<Box<dyn FnOnce() + 'a>>,
     /// Binaries run only after every other, once `before_last` says their
     /// inputs are ready; an error there fails them unrun, with its reason.
     pub last: &'a [&'a str],
@@ -182,9 +181,6 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
     };
     for b in &alone {
         run_one(b);
-    }
-    if let Some(hook) = stages.after_alone {
-        hook();
     }
     let pool = |bins: Vec<Binary>| {
         let queue = Mutex::new(VecDeque::from(bins));
