@@ -23,7 +23,7 @@ pub use builds::{
     install_dir, is_angie, is_tengine, keepalive_by_default, module_build, module_target_dir,
     version,
 };
-pub use config::{test_config, test_config_under, Config, ConfigTest, Flavor};
+pub use config::{test_config, test_config_under, Config, ConfigTest, Fix, Flavor};
 pub use ports::{free_port, free_port_at, refusing_port};
 pub(crate) use process::kill;
 pub use process::Nginx;

@@ -13,29 +13,13 @@
 use std::net::SocketAddr;
 
 use generation_retry_t::actors::backend::ADDR_C;
-use generation_retry_t::nginx::{test_config, Config, Flavor};
+use generation_retry_t::nginx::{test_config, Config, Fix};
 use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Spec};
 use generation_retry_t::scoring::accesslog::Hop;
 use generation_retry_t::scoring::errorlog::NO_LIVE;
 use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 use tokio::task::JoinSet;
-
-/// Which fix is under test.
-#[derive(Clone, Copy)]
-enum Fix {
-    Module,
-    Patched,
-}
-
-impl Fix {
-    fn flavor(self) -> Flavor {
-        match self {
-            Fix::Module => Flavor::with_module(),
-            Fix::Patched => Flavor::patched(),
-        }
-    }
-}
 
 /// One row of a balancer's test.
 struct Row {

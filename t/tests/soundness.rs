@@ -23,7 +23,7 @@ use generation_retry_t::actors::load::{Client, Response};
 use generation_retry_t::actors::tcp::{BlackHole, Session, HOLE, NEW, OLD};
 use generation_retry_t::memcheck::patience;
 use generation_retry_t::nginx::gdb::{worker_pids, Breakpoint};
-use generation_retry_t::nginx::{free_port, Config, Flavor, Nginx};
+use generation_retry_t::nginx::{free_port, Config, Fix, Nginx};
 use generation_retry_t::scenarios::http::{
     patched_rescue_line, status_object, wait_peers, Lab, Spec, NAME,
 };
@@ -33,41 +33,6 @@ use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, 
 use generation_retry_t::scoring::streamlog::parse_stream_log;
 use generation_retry_t::shared::{status_server, UPSTREAM};
 use tokio::task::JoinHandle;
-
-const ON: &str = "generation_retry_resnapshot on;";
-
-/// Which fix runs: the module, or the patched nginx without it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Fix {
-    Module,
-    Patched,
-}
-
-impl Fix {
-    fn flavor(self) -> Flavor {
-        match self {
-            Fix::Module => Flavor::with_module(),
-            Fix::Patched => Flavor::patched(),
-        }
-    }
-
-    /// The module's directive, or nothing.
-    fn on(self) -> &'static str {
-        match self {
-            Fix::Module => ON,
-            Fix::Patched => "",
-        }
-    }
-
-    /// Whether the fix can run here (a patched nginx for this version).
-    fn available(self) -> bool {
-        let here = self == Fix::Module || Flavor::patched_available();
-        if !here {
-            println!("no patched nginx for this version: nothing to run");
-        }
-        here
-    }
-}
 
 /// nginx's line when a peer reaches `max_fails`.
 const DISABLED: &str = "upstream server temporarily disabled";

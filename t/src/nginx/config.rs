@@ -23,6 +23,41 @@ pub struct Flavor {
     pub name: &'static str,
 }
 
+/// Which fix a twin test runs: the module in stock nginx (with
+/// `generation_retry_resnapshot on`), or the patched nginx without it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fix {
+    Module,
+    Patched,
+}
+
+impl Fix {
+    pub fn flavor(self) -> Flavor {
+        match self {
+            Fix::Module => Flavor::with_module(),
+            Fix::Patched => Flavor::patched(),
+        }
+    }
+
+    /// The module's directive, or nothing.
+    pub fn on(self) -> &'static str {
+        match self {
+            Fix::Module => "generation_retry_resnapshot on;",
+            Fix::Patched => "",
+        }
+    }
+
+    /// Whether the fix can run here (a patched nginx for this version);
+    /// said when not.
+    pub fn available(self) -> bool {
+        let here = self == Fix::Module || Flavor::patched_available();
+        if !here {
+            println!("no patched nginx for this version: nothing to run");
+        }
+        here
+    }
+}
+
 impl Flavor {
     /// Stock nginx 1.28.0, no module.
     pub fn stock() -> Flavor {
