@@ -81,25 +81,18 @@ enum Made {
     Debian(Result<debian::Made>, f64),
 }
 
-/// CI's run (`--nginx all`). The default version is built first, and the
-/// whole suite compiled beside it; its tests follow. Meanwhile the lint
+/// CI's run (`--nginx all`). The default version is built first, then the
+/// whole suite compiled and its tests run. Meanwhile the lint
 /// gate (`cargo xtask check`), then one thread building everything else
 /// in turn (the default version's external builds, every other version
 /// of [`MATRIX`], the Debian package), run at the idle scheduling class
 /// ([`idle_priority`]): they take only the CPU time the tests leave, so
-/// no test, timed or not, waits on a compiler, and the cores the tests
-/// leave idle (they mostly wait on DNS timers and held requests) build.
+/// no test, timed or not, waits on them, and the cores the tests leave
+/// idle (they mostly wait on DNS timers and held requests) build.
 /// Each version is tested once its build is done, and nginx's own tests
 /// of one version run beside the tests of the next.
 fn all(extra: &[String]) -> Vec<Step> {
     let mut steps = Vec::new();
-    let compile = std::thread::spawn(|| {
-        let mut cmd = suite_command(true);
-        cmd.args(["--no-run", "--quiet"]);
-        cmd.stdout(std::process::Stdio::null());
-        // Its errors show again when the tests are built to run.
-        let _ = cmd.status();
-    });
     let check = std::thread::spawn(|| {
         idle_priority();
         let began = Instant::now();
@@ -144,7 +137,6 @@ fn all(extra: &[String]) -> Vec<Step> {
         let made = debian::package(&debian::Inputs::Pinned);
         let _ = send.send(Made::Debian(made, began.elapsed().as_secs_f64()));
     });
-    let _ = compile.join();
 
     let mut external_s = 0.0;
     let mut default_step = {

@@ -87,13 +87,15 @@ pub trait Balancer {
     /// untried.
     fn tried_in_list(&self) -> usize;
     /// Whether the peer the last `select` gave has an address this request
-    /// already tried: an earlier attempt of it was freed as failed.
+    /// already tried: an earlier attempt of it was freed (failed, or
+    /// passed over).
     fn tried_before(&self) -> bool;
     /// Hands the peer the last `select` gave back unused: the balancer's
-    /// own `free` (as failed if this request failed at its address, so a
-    /// dead peer is not revived untried), which leaves the peer marked tried in
-    /// the balancer's state; a cached connection it gave is closed. The
-    /// rule restores the tries `free` took.
+    /// own `free` as an attempt never made (no failure added and none
+    /// cleared: a dead peer stays dead, a live one is not disabled), which
+    /// leaves the peer marked tried in the balancer's state; a cached
+    /// connection it gave is closed. The rule restores the tries `free`
+    /// took.
     fn release(&mut self);
 }
 
