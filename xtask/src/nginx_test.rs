@@ -151,7 +151,7 @@ fn all(extra: &[String]) -> Vec<Step> {
                 _ => Err("the external builds were not made".into()),
             })),
         };
-        test_step_staged(DEFAULT, built, build_s, true, extra, None, Some(stages))
+        test_step(DEFAULT, built, build_s, true, extra, None, Some(stages))
     };
     default_step.build_s += external_s;
     steps.push(default_step);
@@ -178,6 +178,7 @@ fn all(extra: &[String]) -> Vec<Step> {
                     false,
                     extra,
                     Some(matrix_tests(v)),
+                    None,
                 ));
                 next_suite(&mut steps, tested);
             }
@@ -251,7 +252,9 @@ fn version_steps(
             .filter(|b| source::is_fork(&b.version))
             .map(|b| matrix_tests(&b.version))
     });
-    let mut steps = vec![test_step(version, built, build_s, default, extra, only)];
+    let mut steps = vec![test_step(
+        version, built, build_s, default, extra, only, None,
+    )];
     steps.extend(suite::step_for(tested.as_ref(), extra));
     steps
 }
@@ -281,22 +284,10 @@ fn suite_command(whole: bool) -> std::process::Command {
 pub const OTHER_MODULES_ENV: &str = "GENERATION_RETRY_OTHER_MODULES_BUILT";
 
 /// The tests of a version [`version_step`] (or the matrix) built; the
-/// default version's external builds first.
+/// default version's external builds first, but with `staged`, CI's
+/// default version: its external builds are another thread's (the
+/// `external` binary runs last, once `before_last` has them).
 fn test_step(
-    version: &str,
-    built: Result<build::Built>,
-    build_s: f64,
-    default: bool,
-    extra: &[String],
-    only: Option<&[&str]>,
-) -> Step {
-    test_step_staged(version, built, build_s, default, extra, only, None)
-}
-
-/// [`test_step`]; with `staged`, CI's default version: its external builds
-/// are another thread's (the `external` binary runs last, once
-/// `before_last` has them).
-fn test_step_staged(
     version: &str,
     built: Result<build::Built>,
     build_s: f64,
