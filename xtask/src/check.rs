@@ -1,14 +1,16 @@
-//! `cargo xtask check`: the lint gate `.ci/run` runs before the tests.
+//! `cargo xtask check`: the lint gate (`nginx-test --nginx all` runs it).
 //! Formatting (`rustfmt.toml`), then clippy over every crate and target
 //! with warnings denied (the workspace's `[workspace.lints]` among them).
 //! Then every tree's core patch series against its regeneration from the
-//! canonical one (`patches.rs`, where a mirror holds the sources), and the
-//! house's sizes ([`sizes`]). All run even when one fails, so one run
+//! canonical one (`patches.rs`, where a mirror holds the sources), the
+//! house's sizes ([`sizes`]), and each codebase's name written once
+//! ([`versions_written`]). All run even when one fails, so one run
 //! shows everything to fix.
 
 use crate::workspace::{cargo, root, Result};
 
 mod sizes;
+mod versions_written;
 
 /// The module's package: linted against a configured nginx tree.
 const MODULE: &str = "ngx_http_upstream_generation_retry_module";
@@ -144,6 +146,14 @@ pub fn command(args: &[String]) -> Result {
     }
     if !breaches.is_empty() {
         failed.push("sizes");
+    }
+    eprintln!("xtask: check: codebase names written once");
+    let stray = versions_written::stray(&root());
+    for s in &stray {
+        eprintln!("xtask: check: {s}");
+    }
+    if !stray.is_empty() {
+        failed.push("versions");
     }
     if failed.is_empty() {
         eprintln!("xtask: check: rustfmt and clippy clean, the patch series as made, sizes within their limits");

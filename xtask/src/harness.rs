@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::versions::{self, Runs};
 use crate::workspace::{cargo, root, target_dir, Result};
 
 pub mod parallel;
@@ -40,10 +41,10 @@ pub const MATRIX_TESTS: &[&str] = &[
     "zone",
     "scrapes",
     "prometheus",
-    // Last, as 1.30.4 leaves them out (MATRIX_TESTS_NO_INSTALL): the layout
-    // gate fails a build calling a misplaced bitfield (1.29.3+), and the
-    // operator's install from a clean copy: crates.io for 1.28.0, the
-    // loopback "nginx.org" for 1.31.4.
+    // Last, as a stable release leaves them out (MATRIX_TESTS_NO_INSTALL):
+    // the layout gate fails a build calling a misplaced bitfield (1.29.3+),
+    // and the operator's install from a clean copy: crates.io for the
+    // default, the loopback "nginx.org" for the newest release.
     "layout",
     "install",
 ];
@@ -71,9 +72,9 @@ pub const TENGINE_TESTS: &[&str] = &[
 /// loud).
 pub const ANGIE_TESTS: &[&str] = &["race", "patched", "stream", "protocols", "angie"];
 
-/// [`MATRIX_TESTS`] but the layout gate and the operator's install, for
-/// 1.30.4: 1.31.4 proves both on the same ground (the layout of 1.29.3+,
-/// the loopback nginx.org's signed tarball). Each compiles the module
+/// [`MATRIX_TESTS`] but the layout gate and the operator's install, for a
+/// stable release ([`Runs::Stable`]): the newest proves both on the same
+/// ground (the layout of 1.29.3+, the loopback nginx.org's signed tarball). Each compiles the module
 /// again: CI's budget.
 const MATRIX_TESTS_NO_INSTALL: &[&str] = match MATRIX_TESTS.split_last() {
     Some((_install, rest)) => match rest.split_last() {
@@ -93,18 +94,15 @@ const MATRIX_TESTS_NO_INSTALL: &[&str] = match MATRIX_TESTS.split_last() {
 /// budget: about 50 s each.
 const TWIN_TESTS: &[&str] = TENGINE_TESTS;
 
-/// The test binaries the matrix runs on `version`.
+/// The test binaries the matrix runs on `version`, as its row of
+/// [`versions::CODEBASES`] says.
 pub fn matrix_tests(version: &str) -> &'static [&'static str] {
-    if version.starts_with("tengine-") {
-        TENGINE_TESTS
-    } else if crate::source::is_fork(version) {
-        ANGIE_TESTS
-    } else if version == "1.28.3" || version.starts_with("master-") {
-        TWIN_TESTS
-    } else if version == "1.30.4" {
-        MATRIX_TESTS_NO_INSTALL
-    } else {
-        MATRIX_TESTS
+    match versions::runs(version) {
+        Runs::Whole | Runs::Newest => MATRIX_TESTS,
+        Runs::Stable => MATRIX_TESTS_NO_INSTALL,
+        Runs::Twin => TWIN_TESTS,
+        Runs::Tengine => TENGINE_TESTS,
+        Runs::Angie => ANGIE_TESTS,
     }
 }
 
@@ -247,6 +245,7 @@ impl TestTotals {
 #[cfg(test)]
 mod tests {
     use super::{matrix_tests, TestTotals, MATRIX_TESTS, MATRIX_TESTS_NO_INSTALL};
+    use crate::versions::{Runs, CODEBASES, NEWEST};
 
     #[test]
     fn the_install_is_left_out_only_where_another_version_proves_its_path() {
@@ -256,15 +255,21 @@ mod tests {
             .collect();
         let no_install: Vec<&&str> = MATRIX_TESTS_NO_INSTALL.iter().collect();
         assert_eq!(without, no_install);
-        assert!(matrix_tests("1.31.4").contains(&"install"));
-        assert!(matrix_tests("1.31.4").contains(&"layout"));
-        assert_eq!(matrix_tests("1.30.4"), MATRIX_TESTS_NO_INSTALL);
-        for twin in ["1.28.3", "master-3f6f782"] {
-            let tests = matrix_tests(twin);
-            assert!(!tests.contains(&"install"), "{twin}");
+        let of = |runs: Runs| CODEBASES.iter().filter(move |c| c.runs == runs);
+        assert!(matrix_tests(NEWEST).contains(&"install"));
+        assert!(matrix_tests(NEWEST).contains(&"layout"));
+        assert!(of(Runs::Stable).count() > 0);
+        for c in of(Runs::Stable) {
+            assert_eq!(matrix_tests(c.name), MATRIX_TESTS_NO_INSTALL);
+        }
+        assert!(of(Runs::Twin).count() > 0);
+        for c in of(Runs::Twin) {
+            let tests = matrix_tests(c.name);
+            assert!(!tests.contains(&"install"), "{}", c.name);
             assert!(
                 tests.iter().all(|t| MATRIX_TESTS.contains(t)),
-                "{twin}: only matrix tests"
+                "{}: only matrix tests",
+                c.name
             );
         }
     }

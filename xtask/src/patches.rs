@@ -42,8 +42,8 @@ use derive::derive;
 use git::Git;
 use resolve::Resolution;
 
-/// The tree the canonical series is written against.
-pub const BASE: &str = "1.31.4";
+/// The tree the canonical series is written against: the newest release.
+pub const BASE: &str = crate::versions::NEWEST;
 
 /// Every commit made here has this committer and date, so the series'
 /// `From <commit>` lines depend on the trees and the patches alone.

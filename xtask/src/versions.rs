@@ -23,20 +23,98 @@ use crate::workspace::Result;
 
 pub use crate::workspace::DEFAULT;
 
-/// Every version CI builds and tests, the default first: nginx's
+/// What CI runs on a codebase of [`CODEBASES`] (`harness::matrix_tests`
+/// names the test binaries of each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runs {
+    /// The default: every test of the workspace, the external builds,
+    /// the memcheck subset.
+    Whole,
+    /// The newest release: the matrix tests. Its patch series is the
+    /// canonical one (`patches.rs`), and the mutants of the patches meet
+    /// its code, where `sticky` (1.29.6) and `least_time` (1.31.0) exist.
+    Newest,
+    /// A stable release: the matrix tests but the layout gate and the
+    /// install, which the newest proves on the same ground.
+    Stable,
+    /// nginx code another row already meets (1.28.0's line, the newest's
+    /// development branch): the races, the directive matrix, the empty
+    /// list.
+    Twin,
+    /// Tengine: what runs on a twin (its empty-list crash proven).
+    Tengine,
+    /// Angie: no module builds for it; the races of stock and patched.
+    Angie,
+}
+
+/// A codebase CI builds and tests: its name (`--nginx NAME`: a release,
+/// `master-COMMIT`, `tengine-X.Y.Z`, `angie-X.Y.Z`; where its source comes
+/// from, `source.rs` says by the name) and what runs on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Codebase {
+    pub name: &'static str,
+    pub runs: Runs,
+}
+
+/// Every codebase CI builds and tests, the default first: nginx's
 /// releases, its development branch at a commit, Angie (no module: its
 /// stock and patched builds) and Tengine (nginx 1.31.3 inside), whose
 /// sources come from the mirror (`../shared/nginx` and `../shared/forks`
-/// in CI) or `--nginx-source`.
-pub const MATRIX: &[&str] = &[
-    "1.28.0",
-    "1.28.3",
-    "1.30.4",
-    "1.31.4",
-    "master-3f6f782",
-    "angie-1.12.1",
-    "tengine-3.2.0",
+/// in CI) or `--nginx-source`. Adding a release is a row here and its
+/// patch series (`cargo xtask patches --derive`): docs/extending.md.
+pub const CODEBASES: &[Codebase] = &[
+    row(DEFAULT, Runs::Whole),
+    row("1.28.3", Runs::Twin),
+    row("1.30.4", Runs::Stable),
+    row("1.31.4", Runs::Newest),
+    row("master-3f6f782", Runs::Twin),
+    row("angie-1.12.1", Runs::Angie),
+    row("tengine-3.2.0", Runs::Tengine),
 ];
+
+const fn row(name: &'static str, runs: Runs) -> Codebase {
+    Codebase { name, runs }
+}
+
+/// The names of [`CODEBASES`], in order.
+pub const MATRIX: &[&str] = &names::<{ CODEBASES.len() }>();
+
+const fn names<const N: usize>() -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = CODEBASES[i].name;
+        i += 1;
+    }
+    out
+}
+
+/// The newest release: the one row that [`Runs::Newest`].
+pub const NEWEST: &str = newest();
+
+const fn newest() -> &'static str {
+    let mut i = 0;
+    while i < CODEBASES.len() {
+        if matches!(CODEBASES[i].runs, Runs::Newest) {
+            return CODEBASES[i].name;
+        }
+        i += 1;
+    }
+    panic!("no row of CODEBASES runs Runs::Newest")
+}
+
+/// What runs on `name`: its row's, else (a tree of the user's,
+/// `--nginx-source`) the whole suite on a release, a twin's on a fork.
+pub fn runs(name: &str) -> Runs {
+    CODEBASES.iter().find(|c| c.name == name).map_or_else(
+        || match name {
+            n if n.starts_with("tengine-") => Runs::Tengine,
+            n if n.starts_with("angie-") => Runs::Angie,
+            _ => Runs::Whole,
+        },
+        |c| c.runs,
+    )
+}
 
 /// The configure flags of every build: those nginx-src gives the vendored
 /// 1.28.0 (checked against its `last-build-info` when it is built), so a
@@ -348,6 +426,23 @@ mod tests {
                 o => panic!("{v}: {o}, although the mirror is configured"),
             }
         }
+    }
+
+    #[test]
+    fn the_table_has_one_default_first_and_one_newest_the_highest_release() {
+        assert_eq!(CODEBASES[0], row(DEFAULT, Runs::Whole));
+        let whole = CODEBASES.iter().filter(|c| c.runs == Runs::Whole);
+        assert_eq!(whole.count(), 1);
+        let newest: Vec<&Codebase> = CODEBASES
+            .iter()
+            .filter(|c| c.runs == Runs::Newest)
+            .collect();
+        assert_eq!(newest, [&row(NEWEST, Runs::Newest)]);
+        let release =
+            |n: &str| -> Option<Vec<u32>> { n.split('.').map(|p| p.parse().ok()).collect() };
+        let highest = MATRIX.iter().filter_map(|n| release(n)).max();
+        assert_eq!(release(NEWEST), highest);
+        assert_eq!(MATRIX.len(), CODEBASES.len());
     }
 
     #[test]

@@ -113,7 +113,7 @@ const STREAM_HISTORY: (&str, &str) = (
 );
 /// The newest release of the matrix, where `sticky` (1.29.6) and
 /// `least_time` (1.31.0) exist, and the patches meet their code.
-const NEWEST: &str = "1.31.4";
+const NEWEST: &str = crate::versions::NEWEST;
 const NEWEST_HTTP_PATCH: &str =
     "nginx-src-patches/1.31.4/0001-Upstream-select-again-when-the-peer-list-changed.patch";
 const NEWEST_STREAM_PATCH: &str =
