@@ -3,6 +3,7 @@
 //! suite, per version, with a closing table; `--nginx all` is CI's run.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -108,16 +109,12 @@ fn all(extra: &[String]) -> Vec<Step> {
     let build_s = started.elapsed().as_secs_f64();
     let default_built = built.as_ref().ok().cloned();
     // From here on the default version's module is built beside every
-    // other: `directive.rs` must find one to load (set before the builder
-    // starts, as every test process inherits it). Not if that build
-    // failed: its step says so already.
-    if crate::workspace::version_dir(DEFAULT)
+    // other: the other versions' `directive.rs` must find one to load.
+    // Not if that build failed: its step says so already.
+    let default_module = crate::workspace::version_dir(DEFAULT)
         .join("modules")
-        .join(build::MODULE_FILE)
-        .is_file()
-    {
-        std::env::set_var(OTHER_MODULES_ENV, "1");
-    }
+        .join(build::MODULE_FILE);
+    OTHER_MODULES.store(default_module.is_file(), Ordering::Relaxed);
     let (send, made) = mpsc::channel::<Made>();
     let for_external = default_built.clone();
     let builder = std::thread::spawn(move || {
@@ -283,6 +280,10 @@ fn suite_command(whole: bool) -> std::process::Command {
 /// another version's module fails, instead of skipping, if it finds none.
 pub const OTHER_MODULES_ENV: &str = "GENERATION_RETRY_OTHER_MODULES_BUILT";
 
+/// Whether [`OTHER_MODULES_ENV`] is set for the tests of every version but
+/// the default: `all` built the default's module first.
+static OTHER_MODULES: AtomicBool = AtomicBool::new(false);
+
 /// The tests of a version [`version_step`] (or the matrix) built; the
 /// default version's external builds first, but with `staged`, CI's
 /// default version: its external builds are another thread's (the
@@ -352,6 +353,9 @@ fn test_step(
         }
     }
     cmd.env("GENERATION_RETRY_NGINX_DIR", &built.install);
+    if !default && OTHER_MODULES.load(Ordering::Relaxed) {
+        cmd.env(OTHER_MODULES_ENV, "1");
+    }
     let mut test_args: Vec<String> = extra.iter().skip_while(|a| *a == "--").cloned().collect();
     if !built.install.join("patched/sbin/nginx").is_file() {
         // A version without nginx-src-patches has no patched nginx.
