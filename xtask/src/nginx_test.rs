@@ -157,7 +157,10 @@ fn all(extra: &[String]) -> Vec<Step> {
     let mut suite: Option<std::thread::JoinHandle<Option<Step>>> = None;
     let mut next_suite = |steps: &mut Vec<Step>, tested: Option<build::Built>| {
         if let Some(s) = suite.take() {
-            steps.extend(s.join().unwrap_or(None));
+            steps.extend(
+                s.join()
+                    .unwrap_or_else(|_| Some(Step::new("nginx-tests (panicked)".into()))),
+            );
         }
         let extra = extra.to_vec();
         suite = tested.map(|t| std::thread::spawn(move || suite::step_for(Some(&t), &extra)));

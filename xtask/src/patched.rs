@@ -163,6 +163,15 @@ pub fn build_with(
         let text =
             fs::read_to_string(&makefile).map_err(|e| format!("{}: {e}", makefile.display()))?;
         let from = stock.objs.to_string_lossy();
+        if !text.contains(from.as_ref()) {
+            // make would build into the stock objs, and the stock nginx
+            // be installed as the patched one.
+            return Err(format!(
+                "{} does not name its objs directory {from}: cannot build the patched nginx \
+                 on it",
+                makefile.display()
+            ));
+        }
         let text = text.replace(from.as_ref(), &objs.to_string_lossy());
         fs::write(&makefile, text).map_err(|e| format!("{}: {e}", makefile.display()))?;
     }

@@ -152,6 +152,11 @@ pub fn tarball_name(version: &str) -> String {
 /// Obtains and checks `version`'s source (`version` may be empty when
 /// `--nginx-source` names it).
 pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
+    // One at a time in this process: `nginx-test --nginx all` asks from
+    // two threads (the builds, the lint gate's patch check), and an unpack
+    // replaces its directory, and the crate's stub its manifest, in place.
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let origin = origin(version, opts);
     let (tree, identity) = match &origin {
         Origin::User(path) if path.is_dir() => (path.clone(), tree_identity(path)?),
