@@ -139,29 +139,38 @@ pub fn command(args: &[String]) -> Result {
         eprintln!("xtask: check: {e}");
         failed.push("patches");
     }
-    eprintln!("xtask: check: sizes");
-    let breaches = sizes::breaches(&root());
-    for b in &breaches {
-        eprintln!("xtask: check: {b}");
-    }
-    if !breaches.is_empty() {
-        failed.push("sizes");
-    }
-    eprintln!("xtask: check: codebase names written once");
-    let stray = versions_written::stray(&root());
-    for s in &stray {
-        eprintln!("xtask: check: {s}");
-    }
-    if !stray.is_empty() {
-        failed.push("versions");
+    // The checks that read the tree: each finding on a line of its own.
+    let reads: [(&str, &str, Finder); 2] = [
+        ("sizes", "sizes", sizes::breaches),
+        (
+            "versions",
+            "codebase names written once",
+            versions_written::stray,
+        ),
+    ];
+    for (name, what, find) in reads {
+        eprintln!("xtask: check: {what}");
+        let found = find(&root());
+        for f in &found {
+            eprintln!("xtask: check: {f}");
+        }
+        if !found.is_empty() {
+            failed.push(name);
+        }
     }
     if failed.is_empty() {
-        eprintln!("xtask: check: rustfmt and clippy clean, the patch series as made, sizes within their limits");
+        eprintln!(
+            "xtask: check: rustfmt and clippy clean, the patch series as made, sizes within \
+             their limits, each codebase named once"
+        );
         Ok(())
     } else {
         Err(format!("check failed: {}", failed.join(", ")))
     }
 }
+
+/// A check that reads the tree under the root: its findings, one a line.
+type Finder = fn(&std::path::Path) -> Vec<String>;
 
 /// Whether `cargo SUBCOMMAND --version` runs (a rustup toolchain may come
 /// without the rustfmt and clippy components).
