@@ -94,7 +94,10 @@ pub(crate) fn worker(r: &Response) -> libc::pid_t {
 }
 
 /// New connections until one lands on each worker (the kernel spreads
-/// connections over the `reuseport` sockets by their addresses).
+/// connections over the `reuseport` sockets by their addresses). After a
+/// reload a worker of the generation before may still answer one, until
+/// it has closed its listening sockets: that connection is dropped and
+/// another opened (seen in a clean-clone CI run, under load).
 pub(crate) async fn pinned(nginx: &Nginx, workers: [libc::pid_t; 2]) -> (Connection, Connection) {
     let (mut on_0, mut on_1) = (None, None);
     for k in 0..200 {
@@ -106,8 +109,6 @@ pub(crate) async fn pinned(nginx: &Nginx, workers: [libc::pid_t; 2]) -> (Connect
             on_0 = on_0.or(Some(c));
         } else if pid == workers[1] {
             on_1 = on_1.or(Some(c));
-        } else {
-            panic!("answered by {pid}, not one of the workers {workers:?}");
         }
         if let (Some(_), Some(_)) = (&on_0, &on_1) {
             return (on_0.take().unwrap(), on_1.take().unwrap());
