@@ -259,25 +259,6 @@ fn version_steps(
     steps
 }
 
-/// `cargo test` of the whole suite (`whole`): with the diagnosis tool's
-/// own tests (parsers, rules, files, fuzzing, memory), which need no
-/// nginx; else of the harness crate alone, whose binaries are named.
-fn suite_command(whole: bool) -> std::process::Command {
-    let mut cmd = cargo();
-    cmd.arg("test");
-    if whole {
-        for p in [
-            "generation-retry-core",
-            "generation-retry-t",
-            "xtask",
-            "generation-retry-diagnose",
-        ] {
-            cmd.args(["-p", p]);
-        }
-    }
-    cmd
-}
-
 /// Set for the matrix's tests of `--nginx all`, which run after the
 /// default version's module was built beside theirs: the test that loads
 /// another version's module fails, instead of skipping, if it finds none.
@@ -325,9 +306,9 @@ fn test_step(
     }
     step.build_s = build_s + started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let mut cmd = suite_command(only.is_none());
+    let mut cmd = cargo();
     // Every test binary runs even when one fails: the table shows all.
-    cmd.arg("--no-fail-fast");
+    cmd.args(["test", "--no-fail-fast"]);
     match only {
         Some(tests) => {
             cmd.args(["-p", "generation-retry-t"]);
@@ -337,6 +318,16 @@ fn test_step(
             matrix_env(&mut cmd);
         }
         None => {
+            // With the diagnosis tool's own tests (parsers, rules, files,
+            // fuzzing, memory): they need no nginx, and run once.
+            for p in [
+                "generation-retry-core",
+                "generation-retry-t",
+                "xtask",
+                "generation-retry-diagnose",
+            ] {
+                cmd.args(["-p", p]);
+            }
             if !default {
                 // Every test binary but `external`, which tests the default
                 // version's external builds.
