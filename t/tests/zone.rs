@@ -8,24 +8,9 @@ use std::time::{Duration, Instant};
 use generation_retry_t::actors::backend::{Backend, ADDR_A};
 use generation_retry_t::actors::load::Client;
 use generation_retry_t::nginx::{free_port, Config, Flavor, Nginx};
-use generation_retry_t::scoring::errorlog::zone_freed;
+use generation_retry_t::scoring::errorlog::{zone_freed, zone_usage};
 use generation_retry_t::scoring::metrics::{log, Counter, StatusExt};
 use generation_retry_t::shared::KEEPALIVE_LOCATION;
-
-/// The module's notice at each start and reload: the configuration's
-/// number and how many upstreams the zone holds counters for.
-fn zone_usage(log: &str) -> Vec<(u64, usize)> {
-    log.lines()
-        .filter_map(|l| {
-            let rest = l
-                .split_once("generation_retry: shared zone \"generation_retry\", configuration ")?
-                .1;
-            let (conf, rest) = rest.split_once(": counters of ")?;
-            let (n, _) = rest.split_once(" upstreams")?;
-            Some((conf.parse().ok()?, n.parse().ok()?))
-        })
-        .collect()
-}
 
 /// The status endpoint's JSON.
 async fn status(client: &Client) -> serde_json::Value {

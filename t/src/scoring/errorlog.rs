@@ -31,6 +31,21 @@ pub fn zone_freed(log: &str) -> Vec<usize> {
         .collect()
 }
 
+/// The module's notice at each start and reload: the configuration's
+/// number and how many upstreams the zone holds counters for.
+pub fn zone_usage(log: &str) -> Vec<(u64, usize)> {
+    log.lines()
+        .filter_map(|l| {
+            let rest = l
+                .split_once("generation_retry: shared zone \"generation_retry\", configuration ")?
+                .1;
+            let (conf, rest) = rest.split_once(": counters of ")?;
+            let (n, _) = rest.split_once(" upstreams")?;
+            Some((conf.parse().ok()?, n.parse().ok()?))
+        })
+        .collect()
+}
+
 /// One error.log line, where it names a connection (`*N`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Line<'a> {
