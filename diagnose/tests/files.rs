@@ -4,7 +4,7 @@
 //! the binary's exit statuses, `--version`, and the verdict leading the
 //! report.
 
-mod common;
+use super::common;
 
 use std::ffi::OsString;
 use std::fs;

@@ -5,7 +5,7 @@
 //! selection found a peer)? A refused first selection is read from the run
 //! of refusals it belongs to.
 
-mod common;
+use super::common;
 
 use generation_retry_diagnose::classify::Family;
 use generation_retry_diagnose::collect::Options;

@@ -7,7 +7,7 @@
 //! of `wipe`. Also: formats without `$upstream_addr` are named with the
 //! line to add, and an unusable configuration fails with status 4.
 
-mod common;
+use super::common;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -10,7 +10,7 @@
 //!   primaries are no peers of it (neither held nor coming, nor leaving),
 //!   and its backups' lines, not the primaries', tell why.
 
-mod common;
+use super::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -149,23 +149,17 @@ impl Step {
     }
 }
 
-/// The integration test binaries, as cargo finds them: `t/tests/NAME.rs`
-/// and `t/tests/NAME/main.rs` (a binary whose tests are split in modules).
-pub fn test_binaries() -> Result<Vec<String>> {
-    let dir = root().join("t/tests");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| {
-            let e = e.ok()?;
-            let name = e.file_name().to_str()?.to_string();
-            if e.path().join("main.rs").is_file() {
-                return Some(name);
-            }
-            name.strip_suffix(".rs").map(String::from)
-        })
-        .collect();
-    names.sort();
-    Ok(names)
+/// The modules of the integration suite, `t/tests/suite.rs`'s `mod NAME;`
+/// lines: `t/tests/NAME.rs` (its submodules, if any, in `t/tests/NAME/`),
+/// each once a test binary of its own.
+pub fn suite_modules() -> Result<Vec<String>> {
+    let path = root().join("t/tests/suite.rs");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        .map(String::from)
+        .collect())
 }
 
 /// `cargo run` of a harness binary in release, against the nginx builds in
@@ -187,7 +181,7 @@ pub fn harness_command(bin: &str, install_dir: &Path) -> Command {
     cmd
 }
 
-/// [`parallel::run_tests`]'s error when the tests built but none ran.
+/// [`parallel::run_modules`]'s error when the tests built but none ran.
 pub const NO_TEST: &str = "no test ran";
 
 #[derive(Default, Debug, PartialEq)]
@@ -244,7 +238,9 @@ impl TestTotals {
 
 #[cfg(test)]
 mod tests {
-    use super::{matrix_tests, TestTotals, MATRIX_TESTS, MATRIX_TESTS_NO_INSTALL};
+    use super::{
+        matrix_tests, TestTotals, ANGIE_TESTS, MATRIX_TESTS, MATRIX_TESTS_NO_INSTALL, TENGINE_TESTS,
+    };
     use crate::versions::{Runs, CODEBASES, NEWEST};
 
     #[test]
@@ -275,12 +271,26 @@ mod tests {
     }
 
     #[test]
-    fn every_binary_the_matrix_names_is_found_whatever_its_form() {
-        // `t/tests/race.rs` and `t/tests/prometheus/main.rs` alike.
-        let found = super::test_binaries().unwrap();
-        for t in MATRIX_TESTS {
+    fn every_module_the_selections_name_is_in_the_suite_and_every_file_is_a_module() {
+        let found = super::suite_modules().unwrap();
+        for t in MATRIX_TESTS.iter().chain(TENGINE_TESTS).chain(ANGIE_TESTS) {
             assert!(found.iter().any(|f| f == t), "{t} not in {found:?}");
         }
+        // `t/tests/race.rs` and `t/tests/prometheus.rs` (beside its
+        // directory) alike: a file the suite does not declare would
+        // compile nowhere, unseen.
+        let dir = crate::workspace::root().join("t/tests");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().to_str()?.to_string();
+                Some(name.strip_suffix(".rs").unwrap_or(&name).to_string())
+            })
+            .filter(|n| n != "suite")
+            .collect();
+        files.sort();
+        files.dedup();
+        assert_eq!(files, found);
     }
 
     #[test]

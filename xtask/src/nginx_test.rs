@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
-use crate::harness::parallel::Stages;
-use crate::harness::{matrix_env, matrix_tests, slowest, test_binaries, Step, TestTotals, NO_TEST};
+use crate::harness::parallel::{Modules, Stages};
+use crate::harness::{matrix_env, matrix_tests, slowest, Step, TestTotals, NO_TEST};
 use crate::versions::{self, Which, DEFAULT, MATRIX};
 use crate::workspace::{cargo, Result};
 use crate::{build, debian, external, source, suite, valgrind};
@@ -140,6 +140,7 @@ fn all(extra: &[String]) -> Vec<Step> {
         let (made, external_s) = (&made, &mut external_s);
         let stages = Stages {
             last: &["external"],
+            modules: Modules::All,
             before_last: Some(Box::new(move || match made.recv() {
                 Ok(Made::External(r, secs)) => {
                     *external_s = secs;
@@ -309,13 +310,11 @@ fn test_step(
     let mut cmd = cargo();
     // Every test binary runs even when one fails: the table shows all.
     cmd.args(["test", "--no-fail-fast"]);
-    match only {
+    let modules = match only {
         Some(tests) => {
-            cmd.args(["-p", "generation-retry-t"]);
-            for t in tests {
-                cmd.args(["--test", t]);
-            }
+            cmd.args(["-p", "generation-retry-t", "--test", "suite"]);
             matrix_env(&mut cmd);
+            Modules::Only(tests)
         }
         None => {
             // With the diagnosis tool's own tests (parsers, rules, files,
@@ -328,24 +327,14 @@ fn test_step(
             ] {
                 cmd.args(["-p", p]);
             }
-            if !default {
-                // Every test binary but `external`, which tests the default
-                // version's external builds.
-                cmd.args(["--lib", "--bins"]);
-                match test_binaries() {
-                    Ok(names) => {
-                        for t in names.iter().filter(|t| *t != "external") {
-                            cmd.args(["--test", t]);
-                        }
-                    }
-                    Err(e) => {
-                        eprintln!("xtask: error: {e}");
-                        return step;
-                    }
-                }
+            if default {
+                Modules::All
+            } else {
+                // `external` tests the default version's external builds.
+                Modules::AllBut(&["external"])
             }
         }
-    }
+    };
     cmd.env("GENERATION_RETRY_NGINX_DIR", &built.install);
     if !default && OTHER_MODULES.load(Ordering::Relaxed) {
         cmd.env(OTHER_MODULES_ENV, "1");
@@ -382,11 +371,9 @@ fn test_step(
         cmd.arg("--").args(test_args);
     }
     println!("xtask: nginx {}: tests", built.version);
-    let result = crate::harness::parallel::run_tests_staged(
-        &cmd,
-        &mut step.totals,
-        staged.unwrap_or_default(),
-    );
+    let mut stages = staged.unwrap_or_default();
+    stages.modules = modules;
+    let result = crate::harness::parallel::run_tests_staged(&cmd, &mut step.totals, stages);
     // A filter may well match nothing in one version's binaries.
     let result = match result {
         Err(e) if e == NO_TEST && !extra.is_empty() => Ok(()),

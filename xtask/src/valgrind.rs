@@ -16,7 +16,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::build;
-use crate::harness::harness_command;
+use crate::harness::parallel::{run_modules, Modules, JOBS_ENV};
+use crate::harness::{harness_command, TestTotals};
 use crate::memcheck::{self, ENV};
 use crate::workspace::{cargo, run, target_dir, Result};
 
@@ -49,12 +50,11 @@ const LAB_ARGS: &[&str] = &[
 /// `nginx-test`'s subset: `on` over 20 races and `off`, round-robin's rows
 /// (keepalive in both directive orders, two peers, a backup server) and
 /// consistent hash's (whose zone table nginx leaks at exit, suppressed).
-const CI_TESTS: &[&str] = &["module_race", "balancers"];
 const CI_FILTER: &[&str] = &[
-    "module_on_rescues_the_race",
-    "module_off_observes_without_changing_the_outcome",
-    "round_robin",
-    "hash_consistent",
+    "module_race::module_on_rescues_the_race",
+    "module_race::module_off_observes_without_changing_the_outcome",
+    "balancers::round_robin",
+    "balancers::hash_consistent",
 ];
 
 /// `cargo xtask valgrind [--ci]`.
@@ -71,7 +71,7 @@ pub fn valgrind(args: &[String]) -> Result {
     let dir = log_dir()?;
     let started = Instant::now();
     gate(&install_dir, &dir)?;
-    let tests = run_tests(&install_dir, &dir, TESTS, &[]);
+    let tests = run_tests(&install_dir, &dir, Modules::Only(TESTS), &[]);
     let lab = run(harness_command("lab", &install_dir)
         .args(LAB_ARGS)
         .arg("--out")
@@ -91,7 +91,7 @@ pub fn ci_subset(install_dir: &Path) -> Result {
     gate(install_dir, &dir)?;
     let mut filter = vec!["--exact"];
     filter.extend_from_slice(CI_FILTER);
-    let tests = run_tests(install_dir, &dir, CI_TESTS, &filter);
+    let tests = run_tests(install_dir, &dir, Modules::All, &filter);
     let summary = Summary::read(&dir)?;
     println!("{}", summary.render(&dir, started.elapsed()));
     tests?;
@@ -113,22 +113,33 @@ fn log_dir() -> Result<PathBuf> {
 /// nginx's own leak, with the module's frame named; with them it is clean.
 /// Proof that a clean summary comes from a gate that looks.
 fn gate(install_dir: &Path, dir: &Path) -> Result {
-    run_tests(install_dir, dir, &["memcheck_gate"], &["--ignored"])
+    run_tests(
+        install_dir,
+        dir,
+        Modules::Only(&["memcheck_gate"]),
+        &["--ignored"],
+    )
 }
 
-fn run_tests(install_dir: &Path, dir: &Path, tests: &[&str], filter: &[&str]) -> Result {
+fn run_tests(install_dir: &Path, dir: &Path, modules: Modules, filter: &[&str]) -> Result {
     let mut cmd = cargo();
-    // Every binary runs even when one fails: the summary covers them all.
-    cmd.args(["test", "--no-fail-fast", "-p", "generation-retry-t"]);
-    for t in tests {
-        cmd.args(["--test", t]);
-    }
-    // One test at a time: a test may start several nginx at once, each
-    // tens of times slower under memcheck, and two cores are all CI has.
+    // Every module runs even when one fails: the summary covers them all.
+    cmd.args([
+        "test",
+        "--no-fail-fast",
+        "-p",
+        "generation-retry-t",
+        "--test",
+        "suite",
+    ]);
+    // One test at a time, one module at a time: a test may start several
+    // nginx at once, each tens of times slower under memcheck, and two
+    // cores are all CI has.
     cmd.arg("--").arg("--test-threads=1").args(filter);
-    run(cmd
-        .env(ENV, dir)
-        .env("GENERATION_RETRY_NGINX_DIR", install_dir))
+    cmd.env(ENV, dir)
+        .env("GENERATION_RETRY_NGINX_DIR", install_dir)
+        .env(JOBS_ENV, "1");
+    run_modules(&cmd, &mut TestTotals::default(), modules)
 }
 
 /// The nginx flavor of a log named `<flavor>-<pid>-<seq>.log`.

@@ -2,10 +2,10 @@
 //! an unquoted `$upstream_addr`, the error log's offset (learnt from
 //! pairs, or the access log's zone), and the human report.
 
-use crate::common::{
+use super::common::{
     Logs, A, B, FORMAT, FORMAT_BARE, FORMAT_LOCAL, FORMAT_MSEC, FORMAT_NO_CONN, FORMAT_UNQUOTED,
 };
-use crate::{families, only, two_hop_race};
+use super::{families, only, two_hop_race};
 use generation_retry_diagnose::classify::{Family, Shape};
 use generation_retry_diagnose::collect::{OffsetBasis, Options};
 use generation_retry_diagnose::report;

@@ -2,8 +2,8 @@
 //! change around them (`unavailable`), and failures at an address
 //! (`other`); each upstream's addresses judged apart from the others'.
 
-use crate::common::{Logs, A, B, FORMAT};
-use crate::{families, only};
+use super::common::{Logs, A, B, FORMAT};
+use super::{families, only};
 use generation_retry_diagnose::classify::{Family, Shape};
 use generation_retry_diagnose::collect::Options;
 use generation_retry_diagnose::report;

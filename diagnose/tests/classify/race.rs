@@ -1,8 +1,8 @@
 //! The generation race: 2-hop (the retry refused) and 1-hop (the first
 //! selection refused), with the address change that makes it one.
 
-use crate::common::{Logs, A, B};
-use crate::{only, two_hop_race};
+use super::common::{Logs, A, B};
+use super::{only, two_hop_race};
 use generation_retry_diagnose::classify::{Family, Shape};
 use generation_retry_diagnose::report;
 

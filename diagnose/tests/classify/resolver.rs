@@ -1,8 +1,8 @@
 //! Resolver lines: which upstream they concern, and when a name that is
 //! gone (NXDOMAIN) makes a refusal `empty`.
 
-use crate::common::{Logs, A, B, FORMAT};
-use crate::{families, only};
+use super::common::{Logs, A, B, FORMAT};
+use super::{families, only};
 use generation_retry_diagnose::classify::Family;
 use generation_retry_diagnose::collect::Options;
 use generation_retry_diagnose::report;

@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 
-use crate::common::{Logs, A, FORMAT};
-use crate::{families, only};
+use super::common::{Logs, A, FORMAT};
+use super::{families, only};
 use generation_retry_diagnose::access::AccessParser;
 use generation_retry_diagnose::classify::{Family, Incident, Shape};
 use generation_retry_diagnose::collect::{Collector, LogKind, Options};

@@ -6,8 +6,8 @@
 //! flag claims may still be U's when U's names are not known; and one of
 //! U's two names failing leaves the other's peers.
 
-use crate::common::{Logs, A, B, FORMAT};
-use crate::unseen::{all, options, refusals};
+use super::common::{Logs, A, B, FORMAT};
+use super::unseen::{all, options, refusals};
 use generation_retry_diagnose::access::AccessParser;
 use generation_retry_diagnose::analyze;
 use generation_retry_diagnose::classify::{Family, Incident};

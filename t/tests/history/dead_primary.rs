@@ -11,7 +11,7 @@ use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Ready, Spec,
 use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
-use crate::common::{assert_answered_by, hops, Fix};
+use super::common::{assert_answered_by, hops, Fix};
 
 /// A dead primary handed back is neither failed again nor revived (the
 /// http twin of `stream.rs`'s; issue 41, defect C): a peer the request

@@ -17,7 +17,7 @@ use generation_retry_t::shared::{KEEPALIVE_LOCATION, UPSTREAM};
 use reqwest::Method;
 use tokio::task::JoinSet;
 
-use crate::common::{Fix, RETRY_POST};
+use super::common::{Fix, RETRY_POST};
 
 /// The heavy static peer and the re-resolving name, both `max_fails=0`.
 const WEIGHTED: &str = "server 127.0.0.4:${BPORT} weight=20 max_fails=0;\n        \

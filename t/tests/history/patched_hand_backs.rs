@@ -11,7 +11,7 @@ use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Spec, NAME};
 use generation_retry_t::shared::{KEEPALIVE_LOCATION, UPSTREAM};
 use reqwest::Method;
 
-use crate::common::{assert_answered_by, RETRY_POST};
+use super::common::{assert_answered_by, RETRY_POST};
 
 /// The module loaded into the patched nginx leaves the patch's own history
 /// alone. After a re-snapshot the patch calls `peer.init` again (the

@@ -8,8 +8,8 @@
 
 use std::fs;
 
-use crate::common::{fake_nginx, nowhere, prefix_with, scratch, stock, xtask};
-use crate::release::{Key, Server};
+use super::common::{fake_nginx, nowhere, prefix_with, scratch, stock, xtask};
+use super::release::{Key, Server};
 
 /// Below 1.27.3 there is no `resolve`, so no race: said, exit 0, nothing
 /// built or written.

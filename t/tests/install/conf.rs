@@ -9,8 +9,8 @@
 use std::fs;
 use std::net::TcpListener;
 
-use crate::common::{is_root, nginx_in, scratch, uninstall_in, ADDED_NOTE, MODULE};
-use crate::release::Release;
+use super::common::{is_root, nginx_in, scratch, uninstall_in, ADDED_NOTE, MODULE};
+use super::release::Release;
 
 /// The whole round on an nginx.org-style layout. Its nginx.conf logs at
 /// `warn` into `logs/error.log` (the binary's compiled-in error log too)

@@ -7,8 +7,8 @@ use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use crate::common::{is_root, scratch, uninstall_in, ADDED_NOTE, MODULE};
-use crate::release::Release;
+use super::common::{is_root, scratch, uninstall_in, ADDED_NOTE, MODULE};
+use super::release::Release;
 
 /// Owner, group and permission bits of `path`, followed if a symlink.
 fn owned(path: &Path) -> (u32, u32, u32) {

@@ -8,10 +8,10 @@ use std::fs;
 use generation_retry_t::nginx::{free_port, install_dir, Flavor};
 use generation_retry_t::scenarios::http::Lab;
 
-use crate::common::{
+use super::common::{
     from_crates_io, mtime, nginx_in, prefix_with, uninstall_in, version_string, workspace, MODULE,
 };
-use crate::release::Release;
+use super::release::Release;
 
 /// The whole path on the version under test: the source from crates.io or
 /// from the loopback "nginx.org" (signature checked), only the module

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use generation_retry_t::nginx::install_dir;
 
-use crate::common::{
+use super::common::{
     building, from_crates_io, nowhere, scratch, stock, version_string, xtask, Run,
 };
 

@@ -14,7 +14,7 @@ use generation_retry_t::scenarios::http::{Lab, Spec};
 use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
-use crate::common::{point, INIT, SELECT};
+use super::common::{point, INIT, SELECT};
 
 /// The race of `Lab::race_once` on one worker, with gdb making the
 /// `skip`+1-th call of `function` after the flip return `NGX_ERROR`, as an

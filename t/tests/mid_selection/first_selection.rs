@@ -12,7 +12,7 @@ use generation_retry_t::scoring::accesslog::Hop;
 use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
-use crate::common::{status, worker, workers, Run, Stop, INIT, SELECT};
+use super::common::{status, worker, workers, Run, Stop, INIT, SELECT};
 
 /// The change at a request's first selection (the 1-hop shape, which stock
 /// answers `502` with `$upstream_addr` "be"): worker 1 is stopped inside

@@ -15,7 +15,7 @@ use generation_retry_t::scenarios::http::NAME;
 use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::{KEEPALIVE_LOCATION, UPSTREAM};
 
-use crate::common::{point, ready};
+use super::common::{point, ready};
 
 /// Two upstreams on one moving name, one worker; `${NEWCOMER}` and
 /// `${NEW_LOCATION}` are empty at the start and filled at the reload.

@@ -11,7 +11,7 @@ use generation_retry_t::nginx::gdb::{worker_pids, Breakpoint};
 use generation_retry_t::scenarios::http::NAME;
 use generation_retry_t::scoring::metrics::{Counter, StatusExt};
 
-use crate::common::{pinned, run_config, status, worker, workers, Run, SELECT};
+use super::common::{pinned, run_config, status, worker, workers, Run, SELECT};
 
 /// An upstream of the first configuration only, whose counters a later
 /// reload must free (issue 28: a fault during a rescue).

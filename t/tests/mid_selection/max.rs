@@ -14,7 +14,7 @@ use generation_retry_t::scoring::accesslog::{Entry, Hop};
 use generation_retry_t::scoring::metrics::{log, Counter, NoLiveCause, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 
-use crate::common::{status, worker, workers, Run, SELECT};
+use super::common::{status, worker, workers, Run, SELECT};
 
 impl Run {
     /// The race of `Lab::race_once`, served by worker 1, with the list

@@ -10,7 +10,7 @@ use generation_retry_t::nginx::{Config, Flavor, Nginx};
 use generation_retry_t::scoring::metrics::FAMILIES;
 use serde_json::Value;
 
-use crate::common::{promtool_accepts, series_per_upstream, ODD_NAMES};
+use super::common::{promtool_accepts, series_per_upstream, ODD_NAMES};
 
 /// The content of a quoted label value, unescaped as the text format
 /// says (`\\`, `\"`, `\n`); `None` on any other escape.

@@ -2,7 +2,7 @@
 //! (`obs` in observe mode, `down`, `nx`, `gone`, the odd names), their
 //! locations, the stream upstreams, and a target that counts nothing.
 
-use crate::common::ODD_NAMES;
+use super::common::ODD_NAMES;
 
 /// The second re-resolving name: `upstream obs`'s.
 pub(crate) const OBS_NAME: &str = "obs.test";

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use generation_retry_t::actors::prometheus::{Series, Server};
 use serde_json::Value;
 
-use crate::common::{doc_anchors, RUNBOOKS};
+use super::common::{doc_anchors, RUNBOOKS};
 
 /// What an alert's series is about: `upstream/protocol` or the instance,
 /// or the job for an alert without either.

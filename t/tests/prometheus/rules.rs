@@ -8,7 +8,7 @@ use std::fs;
 
 use generation_retry_t::actors::prometheus::{contrib, promtool};
 
-use crate::common::{doc_anchors, JOB};
+use super::common::{doc_anchors, JOB};
 
 /// The names of the alerts in alerts.yml (`- alert: NAME` lines).
 fn alert_names() -> Vec<String> {

@@ -20,10 +20,10 @@ use serde_json::Value;
 
 use generation_retry_t::scenarios::lab::epoch_now;
 
-use crate::common::{prometheus_config, promtool_accepts, series_per_upstream, ODD_NAMES};
-use crate::dashboard::check_dashboard;
-use crate::lab::{http_extra, stream_upstreams, LOCATIONS, OBS_NAME};
-use crate::loaded_rules::check_rules;
+use super::common::{prometheus_config, promtool_accepts, series_per_upstream, ODD_NAMES};
+use super::dashboard::check_dashboard;
+use super::lab::{http_extra, stream_upstreams, LOCATIONS, OBS_NAME};
+use super::loaded_rules::check_rules;
 
 /// A PromQL string literal of `s` (double-quoted, Go escapes).
 fn quoted(s: &str) -> String {

@@ -9,7 +9,7 @@ use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenarios::http::{Lab, Spec};
 use generation_retry_t::scoring::metrics::{Counter, StatusExt};
 
-use crate::common::prometheus_config;
+use super::common::prometheus_config;
 
 /// A binary upgrade (USR2, then QUIT to the old master) under load, scraped
 /// every second by a real Prometheus: the new master's shared memory is

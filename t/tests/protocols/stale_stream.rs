@@ -6,7 +6,7 @@ use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenarios::http::{Lab, Spec};
 use generation_retry_t::scoring::errorlog::STALE_STREAM;
 
-use crate::speaks;
+use super::speaks;
 
 /// A retry on a fresh connection after a failed attempt on a cached one
 /// (no DNS change): `(status, error.log lines)` of `/plain/0`, checked to

@@ -3,6 +3,13 @@
 //! it ends, under cargo's own `Running` line, so that a log reads as
 //! cargo's would and [`TestTotals`] sums it the same way.
 //!
+//! An integration suite is one binary with a module per job (`t/tests/
+//! suite.rs`): its tests are listed (`--list`) and each module runs as a
+//! process of its own (`--exact` its tests), as a binary of its own did.
+//! [`Modules`] picks which: a codebase's selection, by module name, and a
+//! name the suite does not have is an error, not a module silently left
+//! out.
+//!
 //! Why: the suite's binaries mostly wait (on nginx's resolver timers, on
 //! held requests, on reloads), one after another, while the cores idle.
 //! Every binary already runs its own tests two at a time (libtest), its
@@ -44,27 +51,44 @@ fn test_threads(name: &str, test_args: &[String]) -> Option<String> {
     Some(format!("--test-threads={n}"))
 }
 
-/// How many binaries run at once: `GENERATION_RETRY_TEST_JOBS`, else 2
-/// (CI's machine has two cores; `1` runs them one by one, as cargo does).
-pub fn jobs() -> Result<usize> {
-    match std::env::var("GENERATION_RETRY_TEST_JOBS") {
-        Ok(v) => v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-            format!("GENERATION_RETRY_TEST_JOBS={v}: expected a count of 1 or more")
-        }),
-        Err(_) => Ok(2),
+/// How many binaries run at once: `GENERATION_RETRY_TEST_JOBS` as `cmd`
+/// sets it, else as ours is, else 2 (CI's machine has two cores; `1` runs
+/// them one by one, as cargo does).
+pub fn jobs(cmd: &Command) -> Result<usize> {
+    let set = cmd
+        .get_envs()
+        .find(|(k, _)| *k == JOBS_ENV)
+        .and_then(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()));
+    match set.or_else(|| std::env::var(JOBS_ENV).ok()) {
+        Some(v) => v
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("{JOBS_ENV}={v}: expected a count of 1 or more")),
+        None => Ok(2),
     }
 }
 
-/// One compiled test binary.
+/// [`jobs`]'s variable.
+pub const JOBS_ENV: &str = "GENERATION_RETRY_TEST_JOBS";
+
+/// One compiled test binary, or one module of an integration suite.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Binary {
-    /// As cargo names it in `Running`: `tests/race.rs`, `unittests src/lib.rs`.
+    /// As cargo names it in `Running`: `tests/race.rs`, `unittests
+    /// src/lib.rs`; a suite's module as `t/race` (its package's directory
+    /// and the module).
     pub shown: String,
-    /// The target's name: `race`, or the package's for unit tests.
+    /// The target's name (`suite`, or the package's for unit tests), then
+    /// a suite's module's: `race`.
     pub name: String,
     pub exe: PathBuf,
     /// The package's directory, the binary's working directory under cargo.
     pub dir: PathBuf,
+    /// An integration test target (`tests/`), whose modules run apart.
+    pub suite: bool,
+    /// A suite's module: the full names of its tests, run `--exact`.
+    pub exact: Vec<String>,
 }
 
 /// The test binaries of cargo's `--message-format=json` output.
@@ -96,32 +120,187 @@ pub fn binaries(json: &str) -> Result<Vec<Binary>> {
             name: v["target"]["name"].as_str().unwrap_or_default().to_string(),
             exe: PathBuf::from(exe),
             dir,
+            suite: is_test,
+            exact: Vec::new(),
         });
     }
     Ok(found)
 }
 
 /// Runs `cmd`, a `cargo test [ARGS] [-- TEST_ARGS]`, as cargo would, but
-/// with its binaries [`jobs`] at a time ([`ALONE`] first, by themselves);
-/// libtest's result lines are added to `total`. Every binary runs even
-/// when one fails (`--no-fail-fast`); fails when one did, or none ran.
-pub fn run_tests(cmd: &Command, total: &mut TestTotals) -> Result {
-    run_tests_staged(cmd, total, Stages::default())
+/// with its binaries (a suite's modules, of them those `modules` names)
+/// [`jobs`] at a time ([`ALONE`] first, by themselves); libtest's result
+/// lines are added to `total`. Every binary runs even when one fails
+/// (`--no-fail-fast`); fails when one did, or none ran.
+pub fn run_modules(cmd: &Command, total: &mut TestTotals, modules: Modules) -> Result {
+    run_tests_staged(
+        cmd,
+        total,
+        Stages {
+            modules,
+            ..Stages::default()
+        },
+    )
 }
 
-/// Binaries [`run_tests_staged`] holds back: CI's run tests the default
-/// version while another thread makes what some of its binaries need.
+/// Which modules of the integration suites run: a codebase's selection.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Modules<'a> {
+    #[default]
+    All,
+    Only(&'a [&'a str]),
+    AllBut(&'a [&'a str]),
+}
+
+impl Modules<'_> {
+    fn named(&self) -> &[&str] {
+        match self {
+            Modules::All => &[],
+            Modules::Only(n) | Modules::AllBut(n) => n,
+        }
+    }
+
+    fn runs(&self, module: &str) -> bool {
+        match self {
+            Modules::All => true,
+            Modules::Only(n) => n.contains(&module),
+            Modules::AllBut(n) => !n.contains(&module),
+        }
+    }
+}
+
+/// What [`run_tests_staged`] runs, and in what order: CI's run tests the
+/// default version while another thread makes what some of its binaries
+/// need.
 #[derive(Default)]
 pub struct Stages<'a> {
-    /// Binaries run only after every other, once `before_last` says their
+    /// The suites' modules that run.
+    pub modules: Modules<'a>,
+    /// Modules run only after every other, once `before_last` says their
     /// inputs are ready; an error there fails them unrun, with its reason.
     pub last: &'a [&'a str],
     pub before_last: Option<Box<dyn FnOnce() -> Result + 'a>>,
 }
 
-/// [`run_tests`] in [`Stages`].
+/// libtest's options that take a value, `--skip` aside.
+const VALUED: &[&str] = &[
+    "--test-threads",
+    "--format",
+    "--logfile",
+    "--color",
+    "-Z",
+    "--shuffle-seed",
+];
+
+/// libtest's arguments split into those that pick tests (filters,
+/// `--skip NAME`, `--exact`), which the listing of a suite applies, and
+/// the rest, which every run of one of its modules gets.
+fn split_test_args(args: &[String]) -> (Vec<String>, Vec<String>) {
+    let (mut pick, mut rest) = (Vec::new(), Vec::new());
+    let mut args = args.iter();
+    while let Some(a) = args.next() {
+        if a == "--skip" || VALUED.contains(&a.as_str()) {
+            let to = if a == "--skip" { &mut pick } else { &mut rest };
+            to.push(a.clone());
+            to.extend(args.next().cloned());
+        } else if a == "--exact" || a.starts_with("--skip=") || !a.starts_with('-') {
+            pick.push(a.clone());
+        } else {
+            rest.push(a.clone());
+        }
+    }
+    (pick, rest)
+}
+
+/// The tests of the suite `exe`, by the listing `pick` narrows to
+/// (libtest's `--list --format terse`).
+fn list(b: &Binary, from: &Command, pick: &[String]) -> Result<Vec<String>> {
+    let mut c = Command::new(&b.exe);
+    c.args(["--list", "--format", "terse"])
+        .args(pick)
+        .current_dir(&b.dir);
+    copy_env(from, &mut c);
+    let out = c
+        .output()
+        .map_err(|e| format!("cannot list {}: {e}", b.exe.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} --list: {}: {}",
+            b.exe.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(String::from)
+        .collect())
+}
+
+/// A suite's module of each test, its path's first segment.
+fn module_of(test: &str) -> &str {
+    test.split("::").next().unwrap_or(test)
+}
+
+/// The jobs of `all`: a unit-test binary whole, a suite one per module
+/// `modules` runs, with its tests `pick` selects (none: no job).
+fn jobs_of(
+    all: Vec<Binary>,
+    cmd: &Command,
+    pick: &[String],
+    modules: Modules,
+) -> Result<Vec<Binary>> {
+    let mut jobs = Vec::new();
+    for b in all {
+        if !b.suite {
+            jobs.push(b);
+            continue;
+        }
+        let every = list(&b, cmd, &[])?;
+        let missing: Vec<&&str> = modules
+            .named()
+            .iter()
+            .filter(|m| !every.iter().any(|t| module_of(t) == **m))
+            .collect();
+        if !missing.is_empty() && matches!(modules, Modules::Only(_)) {
+            return Err(format!(
+                "{}: no module {missing:?}: a selection names a module the suite does not have",
+                b.exe.display()
+            ));
+        }
+        let picked = if pick.is_empty() {
+            every
+        } else {
+            list(&b, cmd, pick)?
+        };
+        let package = b.dir.file_name().map(|d| d.to_string_lossy().into_owned());
+        let mut by_module: Vec<(String, Vec<String>)> = Vec::new();
+        for t in picked {
+            let m = module_of(&t);
+            if !modules.runs(m) {
+                continue;
+            }
+            match by_module.iter_mut().find(|(n, _)| n == m) {
+                Some((_, tests)) => tests.push(t),
+                None => by_module.push((m.to_string(), vec![t])),
+            }
+        }
+        for (m, tests) in by_module {
+            jobs.push(Binary {
+                shown: format!("{}/{m}", package.as_deref().unwrap_or("?")),
+                name: m,
+                exact: tests,
+                ..b.clone()
+            });
+        }
+    }
+    Ok(jobs)
+}
+
+/// [`run_modules`] in [`Stages`].
 pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -> Result {
-    let jobs = jobs()?;
+    let jobs = jobs(cmd)?;
     let args: Vec<String> = cmd
         .get_args()
         .map(|a| a.to_string_lossy().into_owned())
@@ -130,6 +309,7 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
         Some(i) => (&args[..i], &args[i + 1..]),
         None => (&args[..], &[][..]),
     };
+    let (pick, flags) = split_test_args(test_args);
     let mut build = Command::new(cmd.get_program());
     build
         .args(cargo_args.iter().filter(|a| *a != "--no-fail-fast"))
@@ -147,6 +327,7 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
         return Err(format!("tests did not build: {}", out.status));
     }
     let all = binaries(&String::from_utf8_lossy(&out.stdout))?;
+    let all = jobs_of(all, cmd, &pick, stages.modules)?;
     let (alone, rest): (Vec<Binary>, Vec<Binary>) = all
         .into_iter()
         .partition(|b| ALONE.contains(&b.name.as_str()));
@@ -159,7 +340,12 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
     let shared = Mutex::new(std::mem::take(total));
     let run_one = |b: &Binary| {
         let mut c = Command::new(&b.exe);
-        c.args(test_args).current_dir(&b.dir);
+        if b.suite {
+            c.args(&flags).arg("--exact").args(&b.exact);
+        } else {
+            c.args(test_args);
+        }
+        c.current_dir(&b.dir);
         c.args(test_threads(&b.name, test_args));
         copy_env(cmd, &mut c);
         let (ok, text) = run_captured(&mut c);
@@ -308,6 +494,8 @@ mod tests {
             name: n.into(),
             exe: PathBuf::new(),
             dir: PathBuf::new(),
+            suite: false,
+            exact: Vec::new(),
         };
         remember(&[
             ("tests/quick.rs".into(), 1.0),
@@ -317,6 +505,31 @@ mod tests {
         slowest_first(&mut bins);
         let order: Vec<&str> = bins.iter().map(|b| b.name.as_str()).collect();
         assert_eq!(order, ["never_ran_here", "slow", "quick"]);
+    }
+
+    #[test]
+    fn test_arguments_split_into_what_picks_tests_and_what_every_run_gets() {
+        let args: Vec<String> = [
+            "--skip",
+            "patched",
+            "stock_",
+            "--test-threads",
+            "1",
+            "--ignored",
+            "--exact",
+            "--skip=udp::",
+            "--format=terse",
+        ]
+        .map(String::from)
+        .to_vec();
+        let (pick, rest) = split_test_args(&args);
+        assert_eq!(
+            pick,
+            ["--skip", "patched", "stock_", "--exact", "--skip=udp::"]
+        );
+        assert_eq!(rest, ["--test-threads", "1", "--ignored", "--format=terse"]);
+        assert_eq!(module_of("protocols::fastcgi::x"), "protocols");
+        assert_eq!(module_of("top_level"), "top_level");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The tests run: one `cargo test` per test binary of `t`, each name exact,
+//! The tests run: one `cargo test` per module of `t`'s suite, each name exact,
 //! and core's unit tests; every command logged, retried while the working
 //! tree's tests do not build, stopped at a time limit; libtest's lines read
 //! back as passed and failed.
@@ -57,7 +57,9 @@ pub(super) fn run_listed(
     Ok(all)
 }
 
-/// `cargo test -p generation-retry-t --test BINARY [-- --exact NAMES]`
+/// `cargo test -p generation-retry-t --test suite -- --exact BINARY::NAME...`
+/// (a module of the suite, once a binary of its own; all its tests when
+/// `names` is empty)
 /// from the workspace root against `install_dir`; its output appended to
 /// `log`. Tests that did not finish in [`TEST_LIMIT`] count as failed
 /// (`... (timed out)`). Fails when the binary did not build.
@@ -70,9 +72,14 @@ pub(super) fn cargo_test(
     let mut attempt = 1;
     let (ok, lines) = loop {
         let mut cmd = cargo();
-        cmd.args(["test", "-p", "generation-retry-t", "--test", binary]);
-        if !names.is_empty() {
-            cmd.args(["--", "--exact"]).args(names);
+        cmd.args(["test", "-p", "generation-retry-t", "--test", "suite", "--"]);
+        if names.is_empty() {
+            // A filter matches anywhere: `race::` runs `module_race::` too,
+            // whose results are dropped below.
+            cmd.arg(format!("{binary}::"));
+        } else {
+            cmd.arg("--exact")
+                .args(names.iter().map(|n| format!("{binary}::{n}")));
         }
         cmd.env("GENERATION_RETRY_NGINX_DIR", install_dir);
         matrix_env(&mut cmd);
@@ -83,14 +90,17 @@ pub(super) fn cargo_test(
         }
         // The working tree's `t` did not build: someone may be editing it.
         eprintln!(
-            "xtask: mutants: t/tests/{binary}.rs did not build (attempt {attempt} of \
+            "xtask: mutants: the suite did not build for {binary} (attempt {attempt} of \
              {BUILD_ATTEMPTS}); again in {} s",
             BUILD_RETRY.as_secs()
         );
         std::thread::sleep(BUILD_RETRY);
         attempt += 1;
     };
-    let mut r = parse_results(&lines, binary);
+    let mut r = parse_results(&lines, "");
+    let ours = |id: &String| id.starts_with(&format!("{binary}::"));
+    r.passed.retain(ours);
+    r.failed.retain(ours);
     let finished = lines.iter().any(|l| l.starts_with("test result: "));
     if !ok && !finished {
         let timed_out = names
@@ -107,7 +117,7 @@ pub(super) fn cargo_test(
             return Ok(r);
         }
         return Err(format!(
-            "`cargo test --test {binary}` ran no test (did it build? see {})",
+            "`cargo test --test suite -- {binary}::` ran no test (did it build? see {})",
             log.display()
         ));
     }
@@ -193,7 +203,7 @@ fn run_logged(cmd: &mut Command, log: &Path) -> Result<(bool, Vec<String>)> {
 }
 
 /// libtest's `test NAME ... ok` and `test NAME ... FAILED` lines, as
-/// `PREFIX::NAME`.
+/// `PREFIX::NAME` (`NAME` with an empty prefix).
 pub(super) fn parse_results(lines: &[String], prefix: &str) -> Results {
     let mut r = Results::default();
     for line in lines {
@@ -203,7 +213,11 @@ pub(super) fn parse_results(lines: &[String], prefix: &str) -> Results {
         else {
             continue;
         };
-        let id = format!("{prefix}::{name}");
+        let id = if prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prefix}::{name}")
+        };
         if result.starts_with("ok") {
             r.passed.push(id);
         } else if result.starts_with("FAILED") {

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::apply::read;
-use crate::harness::test_binaries;
+use crate::harness::suite_modules;
 use crate::tree::files;
 use crate::workspace::{root, Result};
 
@@ -16,7 +16,7 @@ pub const GUARD: &str = "/// Non-regression guard:";
 /// module path in a binary split into modules, as libtest names it).
 pub(super) fn declared_guards() -> Result<BTreeSet<String>> {
     let mut all = BTreeSet::new();
-    for b in test_binaries()? {
+    for b in suite_modules()? {
         for (module, text) in test_sources(&b)? {
             all.extend(
                 guards(&text)
@@ -28,18 +28,19 @@ pub(super) fn declared_guards() -> Result<BTreeSet<String>> {
     Ok(all)
 }
 
-/// The sources of test binary `binary`, each with the module path its
-/// tests' names start with: `t/tests/BINARY.rs` (none), or each file of a
-/// binary split into modules, `t/tests/BINARY/` (`main.rs` none, `NAME.rs`
-/// `NAME::`, `a/b.rs` `a::b::`, `a/mod.rs` `a::`).
+/// The sources of the suite's module `binary` (once a test binary of its
+/// own), each with the module path its tests' names start with after
+/// `BINARY::`: `t/tests/BINARY.rs` (none), and each file of its
+/// directory, `t/tests/BINARY/`, if any (`NAME.rs` `NAME::`, `a/b.rs`
+/// `a::b::`, `a/mod.rs` `a::`).
 pub(super) fn test_sources(binary: &str) -> Result<Vec<(String, String)>> {
     let tests = root().join("t/tests");
     let file = tests.join(format!("{binary}.rs"));
-    if file.is_file() {
-        return Ok(vec![(String::new(), read(&file)?)]);
-    }
     let dir = tests.join(binary);
-    let mut out = Vec::new();
+    let mut out = vec![(String::new(), read(&file)?)];
+    if !dir.is_dir() {
+        return Ok(out);
+    }
     for f in files(&dir, &|_| false)? {
         if f.extension().is_none_or(|e| e != "rs") {
             continue;
@@ -49,7 +50,7 @@ pub(super) fn test_sources(binary: &str) -> Result<Vec<(String, String)>> {
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
-        if parts.last().is_some_and(|p| p == "main" || p == "mod") {
+        if parts.last().is_some_and(|p| p == "mod") {
             parts.pop();
         }
         let module = parts.iter().map(|p| format!("{p}::")).collect();

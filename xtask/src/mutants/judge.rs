@@ -12,7 +12,7 @@ use super::cargo_test::{append, cargo_test, run_core, run_listed};
 use super::guards::declared_guards;
 use super::report::{Report, Verdict};
 use super::{mutants_dir, tests_run, Mutant, NOT_THE_MUTANTS};
-use crate::harness::test_binaries;
+use crate::harness::suite_modules;
 use crate::workspace::Result;
 
 /// The unmutated copy against every test the group's mutants use: a test
@@ -113,7 +113,7 @@ pub(super) fn run_one(m: &Mutant, tree: &Path, ctx: &Context) -> Result<Report> 
     };
 
     if m.whole_suite {
-        let binaries: Vec<String> = test_binaries()?
+        let binaries: Vec<String> = suite_modules()?
             .into_iter()
             .filter(|b| !NOT_THE_MUTANTS.contains(&b.as_str()))
             .collect();

@@ -9,7 +9,7 @@ use super::cargo_test::parse_results;
 use super::catalogue::SLOT_ADD;
 use super::guards::{guards, test_sources};
 use super::MUTANTS;
-use crate::harness::test_binaries;
+use crate::harness::suite_modules;
 use crate::workspace::root;
 
 /// The list cannot rot silently: every mutant applies to the sources as
@@ -43,7 +43,7 @@ fn a_mutant_survives_rustfmt_moving_its_line_breaks() {
 
 #[test]
 fn every_named_test_exists() {
-    let binaries = test_binaries().unwrap();
+    let binaries = suite_modules().unwrap();
     for m in MUTANTS {
         assert!(
             m.whole_suite || m.core || !m.tests.is_empty(),

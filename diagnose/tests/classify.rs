@@ -7,8 +7,7 @@
 //! `unknown`), `unseen_gaps` (where that evidence has gaps), `logs` (log formats, the error log's offset, the human
 //! report); here, the helpers they share.
 
-#[path = "../common/mod.rs"]
-mod common;
+use super::common;
 
 mod logs;
 mod not_race;

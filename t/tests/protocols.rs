@@ -6,8 +6,8 @@
 //! all of them, so is the refusal; these prove it, and that each
 //! protocol's own retry rules survive a re-snapshot.
 //!
-//! Per protocol (`cargo test -p generation-retry-t --test protocols
-//! fastcgi::`): stock nginx gives the 2-hop 502; the module `on` rescues and
+//! Per protocol (`cargo test -p generation-retry-t --test suite --
+//! protocols::fastcgi::`): stock nginx gives the 2-hop 502; the module `on` rescues and
 //! counts; `off` counts and changes nothing; the patched nginx rescues; and
 //! what nginx would not resend (`*_next_upstream off`, a POST once sent,
 //! `*_next_upstream_tries 1`) is not resent by the module either.
