@@ -176,7 +176,12 @@ pub fn test_made(inputs: &Inputs, made: Result<Made>, build_s: f64, extra: &[Str
     .env("GENERATION_RETRY_NGINX_DIR", &made.nginx_dir)
     .env("GENERATION_RETRY_DEBIAN_DEB", &made.deb);
     matrix_env(&mut cmd);
-    let result = run_modules(&cmd, &mut step.totals, Modules::Only(&modules));
+    let result = run_modules(
+        &cmd,
+        &mut step.totals,
+        Modules::Only(&modules),
+        extra.is_empty(),
+    );
     step.test_s = started.elapsed().as_secs_f64();
     step.ok = result.is_ok();
     if let Err(e) = result {

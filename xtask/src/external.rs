@@ -45,6 +45,7 @@ pub fn command(extra: &[String]) -> Result {
         &cmd,
         &mut TestTotals::default(),
         Modules::Only(&["external"]),
+        extra.is_empty(),
     )
 }
 

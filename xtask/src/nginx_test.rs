@@ -141,6 +141,7 @@ fn all(extra: &[String]) -> Vec<Step> {
         let stages = Stages {
             last: &["external"],
             modules: Modules::All,
+            strict: false,
             before_last: Some(Box::new(move || match made.recv() {
                 Ok(Made::External(r, secs)) => {
                     *external_s = secs;
@@ -373,6 +374,7 @@ fn test_step(
     println!("xtask: nginx {}: tests", built.version);
     let mut stages = staged.unwrap_or_default();
     stages.modules = modules;
+    stages.strict = extra.is_empty();
     let result = crate::harness::parallel::run_tests_staged(&cmd, &mut step.totals, stages);
     // A filter may well match nothing in one version's binaries.
     let result = match result {

@@ -139,7 +139,7 @@ fn run_tests(install_dir: &Path, dir: &Path, modules: Modules, filter: &[&str]) 
     cmd.env(ENV, dir)
         .env("GENERATION_RETRY_NGINX_DIR", install_dir)
         .env(JOBS_ENV, "1");
-    run_modules(&cmd, &mut TestTotals::default(), modules)
+    run_modules(&cmd, &mut TestTotals::default(), modules, true)
 }
 
 /// The nginx flavor of a log named `<flavor>-<pid>-<seq>.log`.

@@ -131,13 +131,20 @@ pub fn binaries(json: &str) -> Result<Vec<Binary>> {
 /// with its binaries (a suite's modules, of them those `modules` names)
 /// [`jobs`] at a time ([`ALONE`] first, by themselves); libtest's result
 /// lines are added to `total`. Every binary runs even when one fails
-/// (`--no-fail-fast`); fails when one did, or none ran.
-pub fn run_modules(cmd: &Command, total: &mut TestTotals, modules: Modules) -> Result {
+/// (`--no-fail-fast`); fails when one did, or none ran, or, `strict`,
+/// when a module `modules` names ran none ([`Stages::strict`]).
+pub fn run_modules(
+    cmd: &Command,
+    total: &mut TestTotals,
+    modules: Modules,
+    strict: bool,
+) -> Result {
     run_tests_staged(
         cmd,
         total,
         Stages {
             modules,
+            strict,
             ..Stages::default()
         },
     )
@@ -176,6 +183,11 @@ impl Modules<'_> {
 pub struct Stages<'a> {
     /// The suites' modules that run.
     pub modules: Modules<'a>,
+    /// Every module [`Modules::Only`] names must run a test: set where no
+    /// filter of the caller's may narrow one to nothing, so that a test
+    /// renamed out of a fork's filter (`stock_`, `patched_`) fails the run
+    /// instead of leaving that module's proof silently out.
+    pub strict: bool,
     /// Modules run only after every other, once `before_last` says their
     /// inputs are ready; an error there fails them unrun, with its reason.
     pub last: &'a [&'a str],
@@ -250,6 +262,7 @@ fn jobs_of(
     cmd: &Command,
     pick: &[String],
     modules: Modules,
+    strict: bool,
 ) -> Result<Vec<Binary>> {
     let mut jobs = Vec::new();
     for b in all {
@@ -285,6 +298,17 @@ fn jobs_of(
                 Some((_, tests)) => tests.push(t),
                 None => by_module.push((m.to_string(), vec![t])),
             }
+        }
+        let unrun: Vec<&&str> = modules
+            .named()
+            .iter()
+            .filter(|m| !by_module.iter().any(|(n, _)| n == **m))
+            .collect();
+        if strict && matches!(modules, Modules::Only(_)) && !unrun.is_empty() {
+            return Err(format!(
+                "{}: modules {unrun:?} have no test the filters {pick:?} pick",
+                b.exe.display()
+            ));
         }
         for (m, tests) in by_module {
             jobs.push(Binary {
@@ -327,7 +351,7 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
         return Err(format!("tests did not build: {}", out.status));
     }
     let all = binaries(&String::from_utf8_lossy(&out.stdout))?;
-    let all = jobs_of(all, cmd, &pick, stages.modules)?;
+    let all = jobs_of(all, cmd, &pick, stages.modules, stages.strict)?;
     let (alone, rest): (Vec<Binary>, Vec<Binary>) = all
         .into_iter()
         .partition(|b| ALONE.contains(&b.name.as_str()));
@@ -530,6 +554,77 @@ mod tests {
         assert_eq!(rest, ["--test-threads", "1", "--ignored", "--format=terse"]);
         assert_eq!(module_of("protocols::fastcgi::x"), "protocols");
         assert_eq!(module_of("top_level"), "top_level");
+    }
+
+    /// A stand-in suite: a script answering libtest's listing as a suite
+    /// with modules `race` and `module_race` would (the filters ignored
+    /// but `stock`, which only `race::stock` matches).
+    fn fake_suite(dir: &std::path::Path) -> Binary {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = dir.join("suite");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\ncase \"$*\" in\n*stock*) echo 'race::stock: test' ;;\n\
+             *) printf 'race::stock: test\\nrace::on: test\\nmodule_race::on: test\\n' ;;\nesac\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Binary {
+            shown: "tests/suite.rs".into(),
+            name: "suite".into(),
+            exe,
+            dir: dir.to_path_buf(),
+            suite: true,
+            exact: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_suite_runs_as_one_job_per_module_and_a_selection_it_lacks_fails() {
+        let dir = std::env::temp_dir().join(format!("xtask-suite-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let b = fake_suite(&dir);
+        let cmd = Command::new("true");
+        let jobs = jobs_of(vec![b.clone()], &cmd, &[], Modules::All, true).unwrap();
+        let got: Vec<(&str, &str, Vec<String>)> = jobs
+            .iter()
+            .map(|j| (j.name.as_str(), j.shown.as_str(), j.exact.clone()))
+            .collect();
+        let package = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(
+            got,
+            [
+                (
+                    "race",
+                    &*format!("{package}/race"),
+                    vec!["race::stock".into(), "race::on".into()]
+                ),
+                (
+                    "module_race",
+                    &*format!("{package}/module_race"),
+                    vec!["module_race::on".into()]
+                ),
+            ]
+        );
+        // `race` only, though `race::` is a part of `module_race::on`.
+        let only = jobs_of(vec![b.clone()], &cmd, &[], Modules::Only(&["race"]), true).unwrap();
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].exact, ["race::stock", "race::on"]);
+        let but = jobs_of(vec![b.clone()], &cmd, &[], Modules::AllBut(&["race"]), true).unwrap();
+        assert_eq!(but.len(), 1);
+        assert_eq!(but[0].name, "module_race");
+        // A module the suite lacks is an error, not a module left out.
+        let e = jobs_of(vec![b.clone()], &cmd, &[], Modules::Only(&["gone"]), false).unwrap_err();
+        assert!(e.contains("gone"), "{e}");
+        // A module the filters leave empty: an error where it must run.
+        let pick = ["stock".to_string()];
+        let only = Modules::Only(&["race", "module_race"]);
+        let e = jobs_of(vec![b.clone()], &cmd, &pick, only, true).unwrap_err();
+        assert!(e.contains("module_race"), "{e}");
+        let narrowed = jobs_of(vec![b], &cmd, &pick, only, false).unwrap();
+        assert_eq!(narrowed.len(), 1);
+        assert_eq!(narrowed[0].exact, ["race::stock"]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
