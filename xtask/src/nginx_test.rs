@@ -3,6 +3,7 @@
 //! suite, per version, with a closing table; `--nginx all` is CI's run.
 
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -104,8 +105,21 @@ fn all(extra: &[String]) -> Vec<Step> {
         step.build_s = began.elapsed().as_secs_f64();
         step
     });
+    // The whole suite compiles (debug, `target/debug`) while the default
+    // version builds (release, `target/release`: another cargo lock): the
+    // tests' own compile then finds it done. Quiet: a failure is the
+    // tests' compile's to report, as it would be without this.
+    let precompile = std::thread::spawn(|| {
+        let (mut cmd, _) = suite_command(true, None);
+        let _ = cmd
+            .arg("--no-run")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    });
     let started = Instant::now();
     let built = build::build_version(DEFAULT, None);
+    let _ = precompile.join();
     let build_s = started.elapsed().as_secs_f64();
     let default_built = built.as_ref().ok().cloned();
     // From here on the default version's module is built beside every
@@ -261,6 +275,41 @@ fn version_steps(
     steps
 }
 
+/// The `cargo test` of a version's tests, and the modules of the suites
+/// it runs: the whole suite with the unit tests (`only` = None), or only
+/// the modules named.
+fn suite_command<'a>(default: bool, only: Option<&'a [&'a str]>) -> (Command, Modules<'a>) {
+    let mut cmd = cargo();
+    // Every test binary runs even when one fails: the table shows all.
+    cmd.args(["test", "--no-fail-fast"]);
+    let modules = match only {
+        Some(tests) => {
+            cmd.args(["-p", "generation-retry-t", "--test", "suite"]);
+            matrix_env(&mut cmd);
+            Modules::Only(tests)
+        }
+        None => {
+            // With the diagnosis tool's own tests (parsers, rules, files,
+            // fuzzing, memory): they need no nginx, and run once.
+            for p in [
+                "generation-retry-core",
+                "generation-retry-t",
+                "xtask",
+                "generation-retry-diagnose",
+            ] {
+                cmd.args(["-p", p]);
+            }
+            if default {
+                Modules::All
+            } else {
+                // `external` tests the default version's external builds.
+                Modules::AllBut(&["external"])
+            }
+        }
+    };
+    (cmd, modules)
+}
+
 /// Set for the matrix's tests of `--nginx all`, which run after the
 /// default version's module was built beside theirs: the test that loads
 /// another version's module fails, instead of skipping, if it finds none.
@@ -308,34 +357,7 @@ fn test_step(
     }
     step.build_s = build_s + started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let mut cmd = cargo();
-    // Every test binary runs even when one fails: the table shows all.
-    cmd.args(["test", "--no-fail-fast"]);
-    let modules = match only {
-        Some(tests) => {
-            cmd.args(["-p", "generation-retry-t", "--test", "suite"]);
-            matrix_env(&mut cmd);
-            Modules::Only(tests)
-        }
-        None => {
-            // With the diagnosis tool's own tests (parsers, rules, files,
-            // fuzzing, memory): they need no nginx, and run once.
-            for p in [
-                "generation-retry-core",
-                "generation-retry-t",
-                "xtask",
-                "generation-retry-diagnose",
-            ] {
-                cmd.args(["-p", p]);
-            }
-            if default {
-                Modules::All
-            } else {
-                // `external` tests the default version's external builds.
-                Modules::AllBut(&["external"])
-            }
-        }
-    };
+    let (mut cmd, modules) = suite_command(default, only);
     cmd.env("GENERATION_RETRY_NGINX_DIR", &built.install);
     if !default && OTHER_MODULES.load(Ordering::Relaxed) {
         cmd.env(OTHER_MODULES_ENV, "1");
