@@ -21,7 +21,7 @@ mod process;
 
 pub use builds::{
     install_dir, is_angie, is_tengine, keepalive_by_default, module_build, module_target_dir,
-    version,
+    vendored_version, version,
 };
 pub use config::{test_config, test_config_under, Config, ConfigTest, Fix, Flavor};
 pub use ports::{free_port, free_port_at, refusing_port};

@@ -107,13 +107,13 @@ fn copy_source(from: &Path, to: &Path) {
     copy(from, to, true);
 }
 
-/// The nginx source of the version under test: for 1.28.0 the nginx-src
-/// crate's tree, for the others the configured copy `cargo xtask build`
+/// The nginx source of the version under test: for the default (1.28.0)
+/// the nginx-src crate's tree, for the others the configured copy `cargo xtask build`
 /// kept in `stock-build/src`.
 fn nginx_source() -> (String, PathBuf) {
     let (a, b, c) = nginx::version();
     let version = format!("{a}.{b}.{c}");
-    if version != "1.28.0" {
+    if version != nginx::vendored_version() {
         return (version, nginx::install_dir().join("stock-build/src"));
     }
     let metadata = run(Command::new(cargo_program())

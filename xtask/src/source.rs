@@ -31,7 +31,7 @@
 //! signature (`download.rs`, `pgp.rs`), and the tarballs and trees they
 //! give (`trees.rs`).
 
-mod crates_io;
+pub(crate) mod crates_io;
 mod download;
 mod mirror;
 mod pgp;

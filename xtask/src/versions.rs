@@ -323,6 +323,23 @@ mod tests {
     use crate::source::Origin;
 
     #[test]
+    fn the_default_is_the_nginx_the_pinned_nginx_src_crate_carries() {
+        // t/src/nginx/builds.rs reads the same line of Cargo.lock.
+        let lock = std::fs::read_to_string(crate::workspace::root().join("Cargo.lock")).unwrap();
+        let pinned = lock
+            .split("\n[[package]]\n")
+            .find(|p| p.starts_with("name = \"nginx-src\"\n"))
+            .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
+            .map(|v| v.trim_end_matches('"').to_string())
+            .expect("nginx-src in Cargo.lock");
+        assert_eq!(pinned.split_once('+').map(|(_, n)| n), Some(DEFAULT));
+        let carried = crate::source::crates_io::CRATES
+            .iter()
+            .find(|(n, _)| *n == DEFAULT);
+        assert_eq!(carried.map(|(_, c)| *c), Some(pinned.as_str()));
+    }
+
+    #[test]
     fn a_harness_commands_nginx_options_are_taken_out_of_its_own() {
         let (v, source, rest) =
             parse_one_among(&args("--rate 500 --nginx 1.31.4 --arms stock,module")).unwrap();

@@ -9,8 +9,24 @@ use std::process::Command;
 pub fn install_dir() -> PathBuf {
     match std::env::var_os("GENERATION_RETRY_NGINX_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/nginx/1.28.0"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/nginx")
+            .join(vendored_version()),
     }
+}
+
+/// The nginx release the `nginx-src` crate pinned in Cargo.lock carries
+/// (`1.28.1+1.28.0`: 1.28.0), which nginx-sys builds: the default version
+/// (xtask's `DEFAULT`, which a test of xtask's holds to the same line).
+pub fn vendored_version() -> String {
+    let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
+    let text = std::fs::read_to_string(&lock).unwrap_or_else(|e| panic!("{}: {e}", lock.display()));
+    text.split("\n[[package]]\n")
+        .find(|p| p.starts_with("name = \"nginx-src\"\n"))
+        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
+        .and_then(|v| v.trim_end_matches('"').split_once('+'))
+        .map(|(_, nginx)| nginx.to_string())
+        .unwrap_or_else(|| panic!("{}: no nginx-src X+NGINX version", lock.display()))
 }
 
 /// The version of the stock nginx under test, as `(major, minor, patch)`
