@@ -42,21 +42,21 @@ fn build_fails(objs: &Path, clang_args: Option<&str>, step: &str) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Every test here is Angie's: xtask runs this module only where a
+/// selection names it (`harness::ANGIE_TESTS`), never in the whole suite.
+fn on_angie() {
+    assert!(
+        is_angie(),
+        "{}: not Angie; the angie module runs on Angie only",
+        install_dir().display()
+    );
+}
+
 /// Non-regression guard: the two build checks of ngx 0.5 against Angie; no
 /// module runs.
 #[test]
 fn ngx_0_5_cannot_build_for_angie_yet() {
-    if !is_angie() {
-        // On nginx the same build is what every version's module is.
-        assert!(
-            install_dir()
-                .join("modules/ngx_http_upstream_generation_retry_module.so")
-                .is_file(),
-            "not Angie, and no module built for {}",
-            install_dir().display()
-        );
-        return;
-    }
+    on_angie();
     let objs = install_dir().join("stock-build/src/objs");
     let said = build_fails(&objs, None, "as is");
     assert!(
@@ -81,9 +81,7 @@ fn ngx_0_5_cannot_build_for_angie_yet() {
 /// On nginx, `statistical.rs` is this check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stock_angie_logs_are_diagnosed() {
-    if !is_angie() {
-        return;
-    }
+    on_angie();
     let opts = Options::short();
     let r = run_arm(Arm::Stock, &opts, |_| {}).await;
     let mut failed = Arm::Stock.check(&r, &opts);
@@ -100,9 +98,7 @@ async fn stock_angie_logs_are_diagnosed() {
 /// before building, with both reasons and the patch that fixes Angie.
 #[test]
 fn angie_install_names_why_and_the_patch() {
-    if !is_angie() {
-        return;
-    }
+    on_angie();
     let out = Command::new(env!("CARGO"))
         .args(["xtask", "build", "--for"])
         .arg(install_dir().join("stock/sbin/nginx"))

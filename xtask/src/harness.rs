@@ -72,6 +72,15 @@ pub const TENGINE_TESTS: &[&str] = &[
 /// loud).
 pub const ANGIE_TESTS: &[&str] = &["race", "patched", "stream", "protocols", "angie"];
 
+/// Modules the whole suite leaves out: `angie` tests Angie itself (it
+/// fails on any other nginx), so it runs only where a selection names it
+/// ([`ANGIE_TESTS`]).
+pub const NOT_IN_THE_WHOLE_SUITE: &[&str] = &["angie"];
+
+/// [`NOT_IN_THE_WHOLE_SUITE`] and, on any version but the default,
+/// `external`, which tests the default version's external builds.
+pub const NOT_IN_ANOTHER_WHOLE_SUITE: &[&str] = &["angie", "external"];
+
 /// [`MATRIX_TESTS`] but the layout gate and the operator's install, for a
 /// stable release ([`Runs::Stable`]): the newest proves both on the same
 /// ground (the layout of 1.29.3+, the loopback nginx.org's signed tarball). Each compiles the module
@@ -291,6 +300,19 @@ mod tests {
         files.sort();
         files.dedup();
         assert_eq!(files, found);
+    }
+
+    #[test]
+    fn a_module_the_whole_suite_leaves_out_runs_where_a_selection_names_it() {
+        for m in super::NOT_IN_THE_WHOLE_SUITE {
+            assert!(super::NOT_IN_ANOTHER_WHOLE_SUITE.contains(m), "{m}");
+            assert!(
+                crate::versions::CODEBASES
+                    .iter()
+                    .any(|c| matrix_tests(c.name).contains(m)),
+                "{m} runs nowhere"
+            );
+        }
     }
 
     #[test]

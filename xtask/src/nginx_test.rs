@@ -9,7 +9,10 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use crate::harness::parallel::{Modules, Stages};
-use crate::harness::{matrix_env, matrix_tests, slowest, Step, TestTotals, NO_TEST};
+use crate::harness::{
+    matrix_env, matrix_tests, slowest, Step, TestTotals, NOT_IN_ANOTHER_WHOLE_SUITE,
+    NOT_IN_THE_WHOLE_SUITE, NO_TEST,
+};
 use crate::versions::{self, Which, DEFAULT, MATRIX};
 use crate::workspace::{cargo, Result};
 use crate::{build, debian, external, source, suite, valgrind};
@@ -154,7 +157,7 @@ fn all(extra: &[String]) -> Vec<Step> {
         let (made, external_s) = (&made, &mut external_s);
         let stages = Stages {
             last: &["external"],
-            modules: Modules::All,
+            modules: Modules::AllBut(NOT_IN_THE_WHOLE_SUITE),
             strict: false,
             before_last: Some(Box::new(move || match made.recv() {
                 Ok(Made::External(r, secs)) => {
@@ -299,12 +302,11 @@ fn suite_command<'a>(default: bool, only: Option<&'a [&'a str]>) -> (Command, Mo
             ] {
                 cmd.args(["-p", p]);
             }
-            if default {
-                Modules::All
+            Modules::AllBut(if default {
+                NOT_IN_THE_WHOLE_SUITE
             } else {
-                // `external` tests the default version's external builds.
-                Modules::AllBut(&["external"])
-            }
+                NOT_IN_ANOTHER_WHOLE_SUITE
+            })
         }
     };
     (cmd, modules)
