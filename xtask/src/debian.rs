@@ -182,7 +182,7 @@ pub fn test_made(inputs: &Inputs, made: Result<Made>, build_s: f64, extra: &[Str
         Modules::Only(&modules),
         extra.is_empty(),
     );
-    step.test_s = started.elapsed().as_secs_f64();
+    step.tests_ended(started);
     step.ok = result.is_ok();
     if let Err(e) = result {
         eprintln!("xtask: error: debian: {e}");

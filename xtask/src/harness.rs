@@ -136,11 +136,24 @@ pub fn slowest(totals: &TestTotals, n: usize) -> String {
         .join(", ")
 }
 
+/// Seconds since this process first asked: `nginx-test` asks at its start,
+/// so each step's tests are placed on one clock (the closing table's
+/// `from`/`to`: where a run's critical path went).
+pub fn clock() -> f64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs_f64()
+}
+
 /// One line of the closing table: what ran, and how long it took.
 pub struct Step {
     pub what: String,
     pub build_s: f64,
     pub test_s: f64,
+    /// When its tests ended, on [`clock`].
+    pub ended_at: f64,
     pub totals: TestTotals,
     pub ok: bool,
 }
@@ -152,9 +165,16 @@ impl Step {
             what,
             build_s: 0.0,
             test_s: 0.0,
+            ended_at: 0.0,
             totals: TestTotals::default(),
             ok: false,
         }
+    }
+
+    /// Its tests, begun at `started`, have ended.
+    pub fn tests_ended(&mut self, started: std::time::Instant) {
+        self.test_s = started.elapsed().as_secs_f64();
+        self.ended_at = clock();
     }
 }
 

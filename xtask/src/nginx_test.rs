@@ -21,6 +21,7 @@ use crate::{build, debian, external, source, suite, valgrind};
 pub fn command(args: &[String]) -> Result {
     let (sel, extra) = versions::parse(args)?;
     let started = Instant::now();
+    crate::harness::clock();
     let mut steps = Vec::new();
     match &sel.which {
         Which::One(v) => {
@@ -36,16 +37,18 @@ pub fn command(args: &[String]) -> Result {
         Which::All => steps.extend(all(&extra)),
     }
     let mut total = TestTotals::default();
+    // `tests at`: from when to when (seconds into the run) the tests ran.
     println!(
-        "\nnginx-test: {:<24} {:>8} {:>8} {:>7} {:>7}",
-        "", "build s", "tests s", "passed", "failed"
+        "\nnginx-test: {:<24} {:>8} {:>8} {:>11} {:>7} {:>7}",
+        "", "build s", "tests s", "tests at", "passed", "failed"
     );
     for s in &steps {
         println!(
-            "nginx-test: {:<24} {:>8.0} {:>8.0} {:>7} {:>7}{}",
+            "nginx-test: {:<24} {:>8.0} {:>8.0} {:>11} {:>7} {:>7}{}",
             s.what,
             s.build_s,
             s.test_s,
+            format!("{:.0}-{:.0}", s.ended_at - s.test_s, s.ended_at),
             s.totals.passed,
             s.totals.failed,
             if s.ok { "" } else { "  FAILED" }
@@ -106,6 +109,7 @@ fn all(extra: &[String]) -> Vec<Step> {
             .map_err(|e| eprintln!("xtask: error: {e}"))
             .is_ok();
         step.build_s = began.elapsed().as_secs_f64();
+        step.ended_at = crate::harness::clock();
         step
     });
     // The whole suite compiles (debug, `target/debug`) while the default
@@ -417,6 +421,6 @@ fn test_step(
             step.ok = false;
         }
     }
-    step.test_s = started.elapsed().as_secs_f64();
+    step.tests_ended(started);
     step
 }

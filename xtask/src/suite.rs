@@ -486,7 +486,7 @@ pub fn step(built: &Built) -> Step {
             }
         }
     }
-    step.test_s = started.elapsed().as_secs_f64();
+    step.tests_ended(started);
     step
 }
 
