@@ -3,9 +3,10 @@
 //! with warnings denied (the workspace's `[workspace.lints]` among them).
 //! Then every tree's core patch series against its regeneration from the
 //! canonical one (`patches.rs`, where a mirror holds the sources), the
-//! house's sizes ([`sizes`]), and each codebase's name written once
-//! ([`versions_written`]). All run even when one fails, so one run
-//! shows everything to fix.
+//! house's sizes ([`sizes`]), each codebase's name written once
+//! ([`versions_written`]), and the docs' tables of versions as `cargo
+//! xtask docs` writes them (`docs::drifted`). All run even when one
+//! fails, so one run shows everything to fix.
 
 use crate::workspace::{cargo, root, Result};
 
@@ -140,12 +141,17 @@ pub fn command(args: &[String]) -> Result {
         failed.push("patches");
     }
     // The checks that read the tree: each finding on a line of its own.
-    let reads: [(&str, &str, Finder); 2] = [
+    let reads: [(&str, &str, Finder); 3] = [
         ("sizes", "sizes", sizes::breaches),
         (
             "versions",
             "codebase names written once",
             versions_written::stray,
+        ),
+        (
+            "docs",
+            "the docs' tables as generated",
+            crate::docs::drifted,
         ),
     ];
     for (name, what, find) in reads {
@@ -161,7 +167,7 @@ pub fn command(args: &[String]) -> Result {
     if failed.is_empty() {
         eprintln!(
             "xtask: check: rustfmt and clippy clean, the patch series as made, sizes within \
-             their limits, each codebase named once"
+             their limits, each codebase named once, the docs' tables as generated"
         );
         Ok(())
     } else {

@@ -28,6 +28,7 @@
 //!   valgrind memcheck (`nginx-test` runs a subset).
 //! - `check`: rustfmt and clippy over the workspace, and the patch series
 //!   (CI runs it first).
+//! - `docs`: the docs' tables of nginx versions, written from the matrix.
 //! - `patches`: every tree's core patch series, made from the canonical one.
 //! - `mutants`: the mutation check: small deliberate faults in the module
 //!   and the patches, one at a time, each built and tested in a copy of the
@@ -40,13 +41,14 @@
 //! `external`, `install`, `dist`, `bins` > `build` > `patched`,
 //! `versions`, `prereq`, `test_wrap` > `source` > `tree` > `workspace`;
 //! `harness` (running the test crate) uses `source` and `workspace`,
-//! `check` `workspace` alone.
+//! `check` > `docs` > `versions`.
 
 mod bins;
 mod build;
 mod check;
 mod debian;
 mod dist;
+mod docs;
 mod external;
 mod harness;
 mod install;
@@ -90,6 +92,7 @@ fn main() -> ExitCode {
         "build" => build::command(rest),
         "check" => check::command(rest),
         "debian" => debian::command(rest),
+        "docs" => docs::command(rest),
         "dist" => dist::command(rest),
         "install" => install::install(rest),
         "uninstall" => install::uninstall(rest),
@@ -172,7 +175,10 @@ valgrind     build, then the race scenarios (every balancer row) and a short lab
              with nginx under valgrind memcheck; `--ci` for nginx-test's subset
 check        cargo fmt --all --check, then cargo clippy --workspace --all-targets
              -- -D warnings, then every tree's patch series against its regeneration
-             (patches --check); fails if any does (CI runs it first)
+             (patches --check), the sizes, the docs' generated tables; fails if
+             any does (CI runs it first)
+docs         rewrite the tables of nginx versions in README.md and docs/versions.md
+             from xtask/src/versions.rs (what check holds them to)
 patches      make every tree's nginx-src-patches/TREE/ from the canonical series
              (nginx-src-patches/1.31.4/) and deltas/; --check, --derive TREE
              (`cargo xtask patches --help`)

@@ -47,6 +47,27 @@ pub enum Runs {
     Angie,
 }
 
+impl Runs {
+    /// What CI proves on a codebase of this kind, and the install's source
+    /// when the kind alone decides it: the README's table (`docs.rs`).
+    pub const fn proven(self) -> (&'static str, Option<&'static str>) {
+        match self {
+            Runs::Whole => ("the whole suite, memcheck", None),
+            Runs::Newest => ("the matrix tests", None),
+            Runs::Stable => ("the matrix tests but the layout gate and the install", None),
+            Runs::Twin => ("the races, the directives, the empty list", None),
+            Runs::Tengine => (
+                "the races, the directives, the empty list ([one limit](#tengine-and-angie))",
+                None,
+            ),
+            Runs::Angie => (
+                "stock fails, patched rescues (http, stream, every protocol)",
+                Some("no module: [the patch](#tengine-and-angie)"),
+            ),
+        }
+    }
+}
+
 /// A codebase CI builds and tests: its name (`--nginx NAME`: a release,
 /// `master-COMMIT`, `tengine-X.Y.Z`, `angie-X.Y.Z`; where its source comes
 /// from, `source.rs` says by the name) and what runs on it.
@@ -60,8 +81,9 @@ pub struct Codebase {
 /// releases, its development branch at a commit, Angie (no module: its
 /// stock and patched builds) and Tengine (nginx 1.31.3 inside), whose
 /// sources come from the mirror (`../shared/nginx` and `../shared/forks`
-/// in CI) or `--nginx-source`. Adding a release is a row here and its
-/// patch series (`cargo xtask patches --derive`): docs/extending.md.
+/// in CI) or `--nginx-source`. Adding a release is a row here, its
+/// patch series (`cargo xtask patches --derive`) and `cargo xtask docs`
+/// (the docs' tables of versions): docs/extending.md.
 pub const CODEBASES: &[Codebase] = &[
     row(DEFAULT, Runs::Whole),
     row("1.28.3", Runs::Twin),
