@@ -1,0 +1,151 @@
+use super::*;
+
+#[test]
+fn finds_the_test_binaries_of_cargos_json() {
+    let json = r#"{"reason":"compiler-artifact","manifest_path":"/w/t/Cargo.toml","target":{"kind":["test"],"name":"race","src_path":"/w/t/tests/race.rs"},"profile":{"test":true},"executable":"/w/target/debug/deps/race-1"}
+{"reason":"compiler-artifact","manifest_path":"/w/t/Cargo.toml","target":{"kind":["lib"],"name":"generation_retry_t","src_path":"/w/t/src/lib.rs"},"profile":{"test":true},"executable":"/w/target/debug/deps/generation_retry_t-2"}
+{"reason":"compiler-artifact","manifest_path":"/w/t/Cargo.toml","target":{"kind":["lib"],"name":"generation_retry_t","src_path":"/w/t/src/lib.rs"},"profile":{"test":false},"executable":null}
+{"reason":"build-finished","success":true}"#;
+    let b = binaries(json).unwrap();
+    assert_eq!(b.len(), 2);
+    assert_eq!(b[0].shown, "tests/race.rs");
+    assert_eq!(b[0].name, "race");
+    assert_eq!(b[0].dir, PathBuf::from("/w/t"));
+    assert_eq!(b[1].shown, "unittests src/lib.rs");
+    // Read back as cargo's own line is.
+    let mut t = TestTotals::default();
+    t.add(&format!(
+        "     Running {} ({})",
+        b[0].shown,
+        b[0].exe.display()
+    ));
+    t.add("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 40.09s");
+    assert_eq!(t.binaries, [("tests/race.rs".to_string(), 40.09)]);
+}
+
+#[test]
+fn binaries_seen_run_longest_first_and_the_unseen_before_them() {
+    let bin = |n: &str| Binary {
+        shown: format!("tests/{n}.rs"),
+        name: n.into(),
+        exe: PathBuf::new(),
+        dir: PathBuf::new(),
+        suite: false,
+        exact: Vec::new(),
+    };
+    remember(&[
+        ("tests/quick.rs".into(), 1.0),
+        ("tests/slow.rs".into(), 40.0),
+    ]);
+    let mut bins = [bin("quick"), bin("slow"), bin("never_ran_here")];
+    slowest_first(&mut bins);
+    let order: Vec<&str> = bins.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(order, ["never_ran_here", "slow", "quick"]);
+}
+
+#[test]
+fn test_arguments_split_into_what_picks_tests_and_what_every_run_gets() {
+    let args: Vec<String> = [
+        "--skip",
+        "patched",
+        "stock_",
+        "--test-threads",
+        "1",
+        "--ignored",
+        "--exact",
+        "--skip=udp::",
+        "--format=terse",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (pick, rest) = split_test_args(&args);
+    assert_eq!(
+        pick,
+        ["--skip", "patched", "stock_", "--exact", "--skip=udp::"]
+    );
+    assert_eq!(rest, ["--test-threads", "1", "--ignored", "--format=terse"]);
+    assert_eq!(module_of("protocols::fastcgi::x"), "protocols");
+    assert_eq!(module_of("top_level"), "top_level");
+}
+
+/// A stand-in suite: a script answering libtest's listing as a suite
+/// with modules `race` and `module_race` would (the filters ignored
+/// but `stock`, which only `race::stock` matches).
+fn fake_suite(dir: &std::path::Path) -> Binary {
+    use std::os::unix::fs::PermissionsExt;
+    let exe = dir.join("suite");
+    std::fs::write(
+        &exe,
+        "#!/bin/sh\ncase \"$*\" in\n*stock*) echo 'race::stock: test' ;;\n\
+         *) printf 'race::stock: test\\nrace::on: test\\nmodule_race::on: test\\n' ;;\nesac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Binary {
+        shown: "tests/suite.rs".into(),
+        name: "suite".into(),
+        exe,
+        dir: dir.to_path_buf(),
+        suite: true,
+        exact: Vec::new(),
+    }
+}
+
+#[test]
+fn a_suite_runs_as_one_job_per_module_and_a_selection_it_lacks_fails() {
+    let dir = std::env::temp_dir().join(format!("xtask-suite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let b = fake_suite(&dir);
+    let cmd = Command::new("true");
+    let jobs = jobs_of(vec![b.clone()], &cmd, &[], Modules::All, true).unwrap();
+    let got: Vec<(&str, &str, Vec<String>)> = jobs
+        .iter()
+        .map(|j| (j.name.as_str(), j.shown.as_str(), j.exact.clone()))
+        .collect();
+    let package = dir.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(
+        got,
+        [
+            (
+                "race",
+                &*format!("{package}/race"),
+                vec!["race::stock".into(), "race::on".into()]
+            ),
+            (
+                "module_race",
+                &*format!("{package}/module_race"),
+                vec!["module_race::on".into()]
+            ),
+        ]
+    );
+    // `race` only, though `race::` is a part of `module_race::on`.
+    let only = jobs_of(vec![b.clone()], &cmd, &[], Modules::Only(&["race"]), true).unwrap();
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0].exact, ["race::stock", "race::on"]);
+    let but = jobs_of(vec![b.clone()], &cmd, &[], Modules::AllBut(&["race"]), true).unwrap();
+    assert_eq!(but.len(), 1);
+    assert_eq!(but[0].name, "module_race");
+    // A module the suite lacks is an error, not a module left out.
+    let e = jobs_of(vec![b.clone()], &cmd, &[], Modules::Only(&["gone"]), false).unwrap_err();
+    assert!(e.contains("gone"), "{e}");
+    // A module the filters leave empty: an error where it must run.
+    let pick = ["stock".to_string()];
+    let only = Modules::Only(&["race", "module_race"]);
+    let e = jobs_of(vec![b.clone()], &cmd, &pick, only, true).unwrap_err();
+    assert!(e.contains("module_race"), "{e}");
+    let narrowed = jobs_of(vec![b], &cmd, &pick, only, false).unwrap();
+    assert_eq!(narrowed.len(), 1);
+    assert_eq!(narrowed[0].exact, ["race::stock"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn waiting_binaries_run_more_tests_at_once_unless_told() {
+    assert_eq!(
+        test_threads("protocols", &[]),
+        Some("--test-threads=12".to_string())
+    );
+    assert_eq!(test_threads("race", &[]), None);
+    let told = ["--test-threads=1".to_string()];
+    assert_eq!(test_threads("protocols", &told), None);
+}
