@@ -243,11 +243,14 @@ macro_rules! protocol {
                 module_off_counts($wire).await
             }
 
+            /// Non-regression guard: the patched nginx, without the module.
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn patched_nginx_rescues() {
                 patched_rescues($wire).await
             }
 
+            /// Non-regression guard: what nginx would not resend, the module
+            /// leaves unsent; it holds with the module doing nothing too.
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn module_keeps_the_retry_rules() {
                 super::module_keeps_the_retry_rules($wire).await

@@ -540,6 +540,9 @@ async fn a_full_worker_table_is_said_and_frees_nothing() {
 /// processes "have not recorded their configuration": the old workers
 /// never had the module, and a new zone holds nothing of theirs to keep or
 /// free.
+///
+/// Non-regression guard: the zone's setup at a reload, which the peer
+/// wrapper (what the do-nothing mutant leaves out) has no part in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loading_the_module_into_a_running_nginx_says_only_the_zones_usage() {
     let backend = Backend::start().await;

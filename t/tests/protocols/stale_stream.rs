@@ -83,11 +83,13 @@ async fn stock_http2_retry_on_a_fresh_connection_reuses_a_stale_stream_id() {
     stock_stale_stream_id(Wire::Http2).await
 }
 
+/// Non-regression guard: the patched nginx, without the module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn patched_grpc_retry_on_a_fresh_connection_uses_stream_1() {
     patched_stream_1(Wire::Grpc).await
 }
 
+/// Non-regression guard: the patched nginx, without the module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn patched_http2_retry_on_a_fresh_connection_uses_stream_1() {
     patched_stream_1(Wire::Http2).await

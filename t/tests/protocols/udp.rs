@@ -277,6 +277,8 @@ async fn stock_does_not_retry_a_udp_session() {
     not_retried(Flavor::stock(), Ipv4Addr::new(127, 0, 0, 22)).await
 }
 
+/// Non-regression guard: nginx never retries a UDP session, so neither
+/// does the module; with the module doing nothing this holds too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn module_leaves_udp_sessions_as_nginx_does() {
     not_retried(Flavor::with_module(), Ipv4Addr::new(127, 0, 0, 23)).await

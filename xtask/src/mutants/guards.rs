@@ -28,6 +28,39 @@ pub(super) fn declared_guards() -> Result<BTreeSet<String>> {
     Ok(all)
 }
 
+/// Whether the test `id` (its path in the suite) is a declared guard of
+/// `guards`: named as declared, or inside one module a macro generated
+/// around it, which the sources do not name (`protocols::fastcgi::NAME`
+/// for `protocols::NAME`, declared in the `protocol!` macro's body).
+pub(super) fn is_declared(guards: &BTreeSet<String>, id: &str) -> bool {
+    let parts: Vec<&str> = id.split("::").collect();
+    guards.contains(id)
+        || (1..parts.len().saturating_sub(1)).any(|i| {
+            let mut p = parts.clone();
+            p.remove(i);
+            guards.contains(&p.join("::"))
+        })
+}
+
+/// The guards of modules `ran` that name none of the tests `seen` run
+/// there: a renamed test, or a declaration this parser misreads.
+pub(super) fn stale<'a>(
+    guards: &'a BTreeSet<String>,
+    ran: &[String],
+    seen: &[String],
+) -> Vec<&'a String> {
+    guards
+        .iter()
+        .filter(|g| ran.iter().any(|m| g.starts_with(&format!("{m}::"))))
+        .filter(|g| {
+            !seen.iter().any(|t| {
+                let one = BTreeSet::from([(*g).clone()]);
+                is_declared(&one, t)
+            })
+        })
+        .collect()
+}
+
 /// The sources of the suite's module `binary` (once a test binary of its
 /// own), each with the module path its tests' names start with after
 /// `BINARY::`: `t/tests/BINARY.rs` (none), and each file of its

@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::apply::{check_applies, read, write, Restore};
 use super::builds::{install, Context};
 use super::cargo_test::{append, cargo_test, run_core, run_listed};
-use super::guards::declared_guards;
+use super::guards::{declared_guards, is_declared, stale};
 use super::report::{Report, Verdict};
 use super::{mutants_dir, tests_run, Mutant, NOT_THE_MUTANTS};
 use crate::harness::suite_modules;
@@ -127,9 +127,15 @@ pub(super) fn run_one(m: &Mutant, tree: &Path, ctx: &Context) -> Result<Report> 
         let guards = declared_guards()?;
         report.undeclared = passed
             .iter()
-            .filter(|t| !guards.contains(*t))
+            .filter(|t| !is_declared(&guards, t))
             .cloned()
             .collect();
+        let seen: Vec<String> = passed.iter().chain(&failed).cloned().collect();
+        report.undeclared.extend(
+            stale(&guards, &binaries, &seen)
+                .into_iter()
+                .map(|g| format!("{g} (a declared guard that names no test)")),
+        );
         report.tests = vec![format!(
             "every t/tests binary but {} ({} tests)",
             NOT_THE_MUTANTS.join(", "),
@@ -140,7 +146,7 @@ pub(super) fn run_one(m: &Mutant, tree: &Path, ctx: &Context) -> Result<Report> 
             failed.len(),
             passed.len() + failed.len(),
             passed.len(),
-            passed.len() - report.undeclared.len()
+            passed.iter().filter(|t| is_declared(&guards, t)).count()
         )];
         // Some tests must fail, or the install itself may be broken.
         report.verdict = if report.undeclared.is_empty() && !failed.is_empty() {

@@ -131,6 +131,37 @@ rows! {
 }
 
 #[test]
+fn a_guard_in_a_module_a_macro_generates_is_seen_and_a_stale_one_said() {
+    use super::guards::{is_declared, stale};
+    use std::collections::BTreeSet;
+    // As the do-nothing mutant reads `t/tests/protocols.rs`: the guard is
+    // declared in the `protocol!` macro's `mod $name { ... }`.
+    let src = "macro_rules! protocol {\n    ($name:ident) => {\n        mod $name {\n\
+               /// Non-regression guard: stock.\n            #[test]\n\
+               fn stock_fails() {}\n            #[test]\n            fn module_rescues() {}\n\
+               }\n    };\n}\nprotocol!(fastcgi);\n";
+    let g: BTreeSet<String> = guards(src)
+        .into_iter()
+        .map(|t| format!("protocols::{t}"))
+        .collect();
+    assert!(is_declared(&g, "protocols::fastcgi::stock_fails"));
+    assert!(is_declared(&g, "protocols::stock_fails"));
+    assert!(!is_declared(&g, "protocols::fastcgi::module_rescues"));
+    assert!(!is_declared(&g, "other::fastcgi::stock_fails"));
+    assert!(!is_declared(&g, "protocols::fastcgi::uwsgi::stock_fails"));
+    let ran = ["protocols".to_string()];
+    let seen = ["protocols::fastcgi::stock_fails".to_string()];
+    assert!(stale(&g, &ran, &seen).is_empty());
+    let renamed = ["protocols::fastcgi::stock_fails_now".to_string()];
+    assert_eq!(
+        stale(&g, &ran, &renamed),
+        [&"protocols::stock_fails".to_string()]
+    );
+    // A module that did not run has no stale guard.
+    assert!(stale(&g, &[], &renamed).is_empty());
+}
+
+#[test]
 fn results_are_read_from_libtest() {
     let lines: Vec<String> = [
         "running 3 tests",
