@@ -15,7 +15,7 @@ use generation_retry_t::actors::dns::{Answer, DnsServer};
 use generation_retry_t::actors::load::{assert_all_ok, open_loop, Client};
 use generation_retry_t::nginx::{Config, Flavor, Nginx};
 use generation_retry_t::scenarios::http::{NAME, PROXY_HTTP, SINGLE_PEER_SERVERS};
-use generation_retry_t::scoring::metrics::Counter;
+use generation_retry_t::scoring::metrics::{self, Counter};
 use reqwest::Method;
 use serde_json::Value;
 use tokio::sync::Barrier;
@@ -42,17 +42,16 @@ const GARBAGE: &[&str] = &[
 /// are kept apart (each is monotonic on its own).
 type Series = (&'static str, String);
 
-/// Prometheus text: every `name{labels} value` line, every value a number.
+/// Prometheus text: every `name{labels} value` line (the tests' one
+/// reader, `scoring::metrics::parse_exposition`), every value a number.
 fn parse_text(body: &str) -> Result<BTreeMap<Series, f64>, String> {
     let mut out = BTreeMap::new();
-    for line in body.lines().filter(|l| !l.starts_with('#')) {
-        let (series, value) = line
-            .rsplit_once(' ')
-            .ok_or_else(|| format!("no value in {line:?}"))?;
+    for (name, labels, value) in metrics::parse_exposition(body)? {
         let value: f64 = value
             .parse()
-            .map_err(|e| format!("{line:?}: value {value:?}: {e}"))?;
-        out.insert(("text", series.to_string()), value);
+            .map_err(|e| format!("{name} {labels:?}: value {value:?}: {e}"))?;
+        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        out.insert(("text", format!("{name}{{{}}}", labels.join(","))), value);
     }
     if out.is_empty() {
         return Err(format!("no series in {body:?}"));

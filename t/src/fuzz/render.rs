@@ -8,6 +8,7 @@ use generation_retry_core::metrics::{
 
 use super::module_input::split_args;
 use super::Gen;
+use crate::scoring::metrics::parse_sample;
 const NAME_DICT: &[&str] = &[
     "backend",
     "\\",
@@ -68,71 +69,6 @@ fn stats_of(input: &[u8]) -> Vec<UpstreamStats> {
         .collect()
 }
 
-/// One sample line of the Prometheus text format, parsed strictly: the
-/// metric name, its labels (values unescaped), the value.
-type Sample = (String, Vec<(String, String)>, u64);
-
-fn parse_sample(line: &str) -> Result<Sample, String> {
-    let name_end = line
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
-        .ok_or("no labels or value")?;
-    let name = &line[..name_end];
-    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
-        return Err("bad metric name".into());
-    }
-    let mut rest = &line[name_end..];
-    let mut labels = Vec::new();
-    if let Some(r) = rest.strip_prefix('{') {
-        rest = r;
-        loop {
-            if let Some(r) = rest.strip_prefix('}') {
-                rest = r;
-                break;
-            }
-            let eq = rest.find('=').ok_or("label without =")?;
-            let label = &rest[..eq];
-            if label.is_empty()
-                || !label.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                || label.starts_with(|c: char| c.is_ascii_digit())
-            {
-                return Err(format!("bad label name {label:?}"));
-            }
-            rest = rest[eq + 1..]
-                .strip_prefix('"')
-                .ok_or("label value not quoted")?;
-            let mut value = String::new();
-            let mut chars = rest.char_indices();
-            let end = loop {
-                match chars.next() {
-                    None => return Err("unterminated label value".into()),
-                    Some((i, '"')) => break i,
-                    Some((_, '\\')) => match chars.next() {
-                        Some((_, '\\')) => value.push('\\'),
-                        Some((_, '"')) => value.push('"'),
-                        Some((_, 'n')) => value.push('\n'),
-                        other => return Err(format!("bad escape {other:?}")),
-                    },
-                    Some((_, '\n')) => return Err("raw newline in a label value".into()),
-                    Some((_, c)) => value.push(c),
-                }
-            };
-            if labels.iter().any(|(l, _)| l == label) {
-                return Err(format!("label {label} twice"));
-            }
-            labels.push((label.to_owned(), value));
-            rest = &rest[end + 1..];
-            if let Some(r) = rest.strip_prefix(',') {
-                rest = r;
-            } else if !rest.starts_with('}') {
-                return Err("labels not separated by ,".into());
-            }
-        }
-    }
-    let value = rest.strip_prefix(' ').ok_or("no space before the value")?;
-    let value = value.parse().map_err(|e| format!("value {value:?}: {e}"))?;
-    Ok((name.to_owned(), labels, value))
-}
-
 pub(super) fn check_prometheus(input: &[u8]) -> Result<bool, String> {
     let stats = stats_of(input);
     let text = render_prometheus(&stats);
@@ -150,7 +86,13 @@ pub(super) fn check_prometheus(input: &[u8]) -> Result<bool, String> {
             }
             continue;
         }
-        samples.push(parse_sample(line).map_err(|e| format!("{line:?}: {e}"))?);
+        let sample = parse_sample(line).map_err(|e| format!("{line:?}: {e}"))?;
+        // Counters and gauges alike are whole numbers (`u64::MAX` too).
+        sample
+            .2
+            .parse::<u64>()
+            .map_err(|e| format!("{line:?}: {e}"))?;
+        samples.push(sample);
     }
     let per_upstream: usize = FAMILIES.iter().map(|f| f.series.len()).sum();
     if samples.len() != per_upstream * stats.len() {

@@ -7,80 +7,26 @@ use std::collections::{BTreeMap, BTreeSet};
 use generation_retry_t::actors::load::Client;
 use generation_retry_t::actors::prometheus::promtool;
 use generation_retry_t::nginx::{Config, Flavor, Nginx};
-use generation_retry_t::scoring::metrics::FAMILIES;
+use generation_retry_t::scoring::metrics::{self, FAMILIES};
 use serde_json::Value;
 
 use super::common::{promtool_accepts, series_per_upstream, ODD_NAMES};
 
-/// The content of a quoted label value, unescaped as the text format
-/// says (`\\`, `\"`, `\n`); `None` on any other escape.
-fn unescape(value: &str) -> Option<String> {
-    let mut out = String::new();
-    let mut chars = value.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next()? {
-            '\\' => out.push('\\'),
-            '"' => out.push('"'),
-            'n' => out.push('\n'),
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
-/// One sample line of the text format: name, labels, value.
+/// One sample: name, labels, value.
 type Sample = (String, BTreeMap<String, String>, f64);
 
-/// Every sample of a text exposition, with its label values unescaped.
+/// Every sample of a text exposition, with its label values unescaped
+/// (`scoring::metrics::parse_exposition`, the tests' one reader).
 fn parse_exposition(body: &str) -> Result<Vec<Sample>, String> {
-    let mut out = Vec::new();
-    for line in body.lines().filter(|l| !l.starts_with('#')) {
-        let (name, rest) = line
-            .split_once('{')
-            .ok_or_else(|| format!("no labels: {line:?}"))?;
-        let mut labels = BTreeMap::new();
-        let mut rest = rest;
-        loop {
-            let (key, after) = rest
-                .split_once("=\"")
-                .ok_or_else(|| format!("label: {line:?}"))?;
-            // The value ends at the first quote not escaped.
-            let mut end = None;
-            let mut escaped = false;
-            for (i, c) in after.char_indices() {
-                match (escaped, c) {
-                    (false, '\\') => escaped = true,
-                    (false, '"') => {
-                        end = Some(i);
-                        break;
-                    }
-                    _ => escaped = false,
-                }
-            }
-            let end = end.ok_or_else(|| format!("unterminated value: {line:?}"))?;
-            let value = unescape(&after[..end]).ok_or_else(|| format!("bad escape: {line:?}"))?;
-            labels.insert(key.to_string(), value);
-            rest = &after[end + 1..];
-            match rest.chars().next() {
-                Some(',') => rest = &rest[1..],
-                Some('}') => {
-                    rest = &rest[1..];
-                    break;
-                }
-                _ => return Err(format!("after a label: {line:?}")),
-            }
-        }
-        let value: f64 = rest
-            .trim()
-            .parse()
-            .map_err(|e| format!("value of {line:?}: {e}"))?;
-        out.push((name.to_string(), labels, value));
-    }
-    Ok(out)
+    metrics::parse_exposition(body)?
+        .into_iter()
+        .map(|(name, labels, value)| {
+            let value = value
+                .parse()
+                .map_err(|e| format!("{name} {value:?}: {e}"))?;
+            Ok((name, labels.into_iter().collect(), value))
+        })
+        .collect()
 }
 
 /// `upstream NAME { ... }` for each name, in the zone `zone`, `on` or
