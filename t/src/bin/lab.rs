@@ -9,150 +9,110 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenarios::lab::{self, Arm, ArmResult, Options};
 
-/// Where the option descriptions start.
-const INDENT: usize = 20;
-/// The width the arm lists are wrapped to.
-const WIDTH: usize = 78;
+/// Stock nginx beside nginx with the module (and today's workarounds) under
+/// the same load and faults; checks each arm's claims.
+#[derive(Parser, Debug)]
+#[command(bin_name = "cargo xtask lab", after_help = arms_help())]
+#[command(args_override_self = true, allow_negative_numbers = true)]
+struct Args {
+    /// Requests per second, open loop
+    #[arg(long, value_name = "N", value_parser = positive,
+          default_value_t = Options::default().rate)]
+    rate: f64,
+    /// Seconds of load per arm (8 with --quick)
+    #[arg(long, value_name = "S", value_parser = seconds, default_value = "20")]
+    duration: Duration,
+    /// Arms to run, comma-separated (names below) [default: all]
+    #[arg(long, value_name = "A,B,...", value_parser = arm_list)]
+    arms: Option<std::vec::Vec<Arm>>,
+    /// Resolver valid= seconds (the seed used 5)
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u32).range(1..),
+          default_value_t = Options::default().valid)]
+    valid: u32,
+    /// Probability a reused connection is reclaimed
+    #[arg(long, value_name = "P", value_parser = probability,
+          default_value_t = Options::default().reclaim)]
+    reclaim: f64,
+    /// Seed of the fault injection
+    #[arg(long, value_name = "N", default_value_t = Options::default().seed)]
+    seed: u64,
+    /// About a minute: 8 s per arm, the quick arms (below)
+    #[arg(long)]
+    quick: bool,
+    /// Where to write results [default: target/lab/<UTC time>]
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Do not check the arms' claims (stated for the defaults and for 10 s at
+    /// 250 rps, reclaim 0.1; under memcheck printed, not enforced)
+    #[arg(long)]
+    no_check: bool,
+}
 
-/// The usage text; the arm names come from the arm table.
-fn usage() -> String {
-    let quick: Vec<&str> = Arm::ALL
-        .iter()
-        .filter(|a| a.quick() && !a.patched())
-        .map(|a| a.name())
-        .collect();
-    let quick_patched: Vec<&str> = Arm::ALL
-        .iter()
-        .filter(|a| a.quick() && a.patched())
-        .map(|a| a.name())
-        .collect();
-    let names: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
+impl Args {
+    /// The load and faults: `--quick` runs 8 s whatever `--duration` says.
+    fn options(&self) -> Options {
+        Options {
+            rate: self.rate,
+            duration: if self.quick {
+                Duration::from_secs(8)
+            } else {
+                self.duration
+            },
+            valid: self.valid,
+            reclaim: self.reclaim,
+            seed: self.seed,
+            ..Options::default()
+        }
+    }
+
+    /// `--arms`, else every arm (`--quick`'s), the patched ones only when
+    /// `patched` (the patched nginx is built).
+    fn arms(&self, patched: bool) -> Vec<Arm> {
+        let default = |a: &&Arm| (!self.quick || a.quick()) && (!a.patched() || patched);
+        self.arms
+            .clone()
+            .unwrap_or_else(|| Arm::ALL.iter().filter(default).copied().collect())
+    }
+}
+
+/// The arm names and `--quick`'s, from the arm table.
+fn arms_help() -> String {
+    let names = |f: fn(&Arm) -> bool| {
+        let n: Vec<&str> = Arm::ALL.iter().filter(|a| f(a)).map(|a| a.name()).collect();
+        n.join(", ")
+    };
     format!(
-        "\
-cargo xtask lab [options]
-
-  --rate N          requests per second, open loop (default 300)
-  --duration S      seconds of load per arm (default 20)
-  --arms A,B,...    arms to run (default: all); names:
-{}
-  --valid S         resolver valid= seconds (default 1; the seed used 5)
-  --reclaim P       probability a reused connection is reclaimed (default 0.05)
-  --seed N          seed of the fault injection (default 1656)
-  --quick           about a minute: 8 s per arm, {}
-                    (and {} when built)
-  --out DIR         where to write results (default target/lab/<UTC time>)
-  --no-check        do not check the arms' claims (they are stated for the
-                    defaults and for 10 s at 250 rps, reclaim 0.1; under
-                    memcheck they are printed, not enforced)",
-        wrap(&names, " "),
-        quick.join(", "),
-        quick_patched.join(", "),
+        "Arms: {}.\n\n--quick runs {} (and {} when built).",
+        names(|_| true),
+        names(|a| a.quick() && !a.patched()),
+        names(|a| a.quick() && a.patched()),
     )
 }
 
-/// `words` joined by `sep`, in lines of at most [`WIDTH`] columns indented
-/// by [`INDENT`].
-fn wrap(words: &[&str], sep: &str) -> String {
-    let mut lines: Vec<String> = vec![String::new()];
-    for w in words {
-        let line = lines.last_mut().expect("one line at least");
-        if !line.is_empty() && INDENT + line.len() + sep.len() + w.len() > WIDTH {
-            lines.push(w.to_string());
-        } else {
-            if !line.is_empty() {
-                line.push_str(sep);
-            }
-            line.push_str(w);
-        }
-    }
-    lines
-        .iter()
-        .map(|l| format!("{:INDENT$}{l}", ""))
-        .collect::<Vec<_>>()
-        .join("\n")
+fn positive(v: &str) -> Result<f64, String> {
+    let x = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0);
+    x.ok_or_else(|| "not a positive number".into())
 }
 
-struct Args {
-    opts: Options,
-    arms: Vec<Arm>,
-    out: Option<PathBuf>,
-    /// Whether a failed claim fails the run.
-    check: bool,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut opts = Options {
-        duration: Duration::from_secs(20),
-        ..Options::default()
-    };
-    let mut arms: Option<Vec<Arm>> = None;
-    let mut out = None;
-    let mut quick = false;
-    let mut check = true;
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match arg.as_str() {
-            "--rate" => opts.rate = num(&value("--rate")?, "--rate")?,
-            "--duration" => {
-                opts.duration = Duration::from_secs_f64(num(&value("--duration")?, "--duration")?)
-            }
-            "--valid" => opts.valid = num(&value("--valid")?, "--valid")? as u32,
-            "--reclaim" => opts.reclaim = num(&value("--reclaim")?, "--reclaim")?,
-            "--seed" => opts.seed = num(&value("--seed")?, "--seed")? as u64,
-            "--out" => out = Some(PathBuf::from(value("--out")?)),
-            "--arms" => {
-                let list = value("--arms")?;
-                let parsed: Result<Vec<Arm>, String> = list
-                    .split(',')
-                    .map(|n| Arm::parse(n.trim()).ok_or(format!("unknown arm `{n}`")))
-                    .collect();
-                arms = Some(parsed?);
-            }
-            "--quick" => quick = true,
-            "--no-check" => check = false,
-            "-h" | "--help" => return Err(usage()),
-            other => return Err(format!("unknown option `{other}`\n\n{}", usage())),
-        }
-    }
-    if opts.rate <= 0.0
-        || opts.duration.is_zero()
-        || !(0.0..=1.0).contains(&opts.reclaim)
-        || opts.valid == 0
-    {
-        return Err("rate and duration must be positive, valid >= 1, reclaim in 0..1".into());
-    }
-    let patched = Flavor::patched_available();
-    let arms = arms.unwrap_or_else(|| {
-        Arm::ALL
-            .iter()
-            .copied()
-            .filter(|a| !quick || a.quick())
-            .filter(|a| !a.patched() || patched)
-            .collect()
-    });
-    if quick {
-        opts.duration = Duration::from_secs(8);
-    }
-    if arms.iter().any(|a| a.patched()) && !patched {
-        return Err("the patched arm needs target/nginx/1.28.0/patched (cargo xtask build)".into());
-    }
-    Ok(Args {
-        opts,
-        arms,
-        out,
-        check,
-    })
-}
-
-fn num(v: &str, name: &str) -> Result<f64, String> {
-    v.parse::<f64>()
+fn seconds(v: &str) -> Result<Duration, String> {
+    let d = Duration::try_from_secs_f64(positive(v)?)
         .ok()
-        .filter(|x| x.is_finite() && *x >= 0.0)
-        .ok_or(format!("{name}: `{v}` is not a non-negative number"))
+        .filter(|d| !d.is_zero());
+    d.ok_or_else(|| "not a positive number of seconds".into())
+}
+
+fn probability(v: &str) -> Result<f64, String> {
+    let p = v.parse::<f64>().ok().filter(|p| (0.0..=1.0).contains(p));
+    p.ok_or_else(|| "not a probability (0 to 1)".into())
+}
+
+fn arm_list(v: &str) -> Result<Vec<Arm>, String> {
+    let arm = |n: &str| Arm::parse(n.trim()).ok_or(format!("unknown arm `{n}`"));
+    v.split(',').map(arm).collect()
 }
 
 /// `YYYYmmdd-HHMMSS` in UTC.
@@ -196,18 +156,18 @@ fn progress_line(i: usize, n: usize, arm: &str, f: f64) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    let o = &args.opts;
+    let args = Args::parse();
+    let patched = Flavor::patched_available();
+    let arms = args.arms(patched);
+    if arms.iter().any(|a| a.patched()) && !patched {
+        eprintln!("the patched arm needs target/nginx/1.28.0/patched (cargo xtask build)");
+        return ExitCode::from(2);
+    }
+    let o = &args.options();
     let (major, minor, patch) = generation_retry_t::nginx::version();
     eprintln!(
         "lab: nginx {major}.{minor}.{patch}, {} arms, {} rps for {:?} each, valid={}s, reclaim p={} (in flight up to {:?}), {}% POST, seed {}",
-        args.arms.len(),
+        arms.len(),
         o.rate,
         o.duration,
         o.valid,
@@ -217,8 +177,8 @@ async fn main() -> ExitCode {
         o.seed
     );
     let mut results: Vec<ArmResult> = Vec::new();
-    let n = args.arms.len();
-    for (i, arm) in args.arms.iter().copied().enumerate() {
+    let n = arms.len();
+    for (i, arm) in arms.iter().copied().enumerate() {
         let name = arm.name();
         // Redrawn in place on a terminal; into a file or a CI log only the
         // finished bar is written, one line per arm.
@@ -246,10 +206,10 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     println!("results: {}", out.display());
-    if args.check {
-        check(&args.arms, &results, o)
-    } else {
+    if args.no_check {
         ExitCode::SUCCESS
+    } else {
+        check(&arms, &results, o)
     }
 }
 
@@ -303,4 +263,90 @@ fn write_results(out: &PathBuf, results: &[ArmResult], o: &Options) -> std::io::
             cmdline.join(" ")
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &str) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("lab").chain(args.split_whitespace()))
+    }
+
+    #[test]
+    fn the_defaults_are_the_old_ones() {
+        let a = parse("").unwrap();
+        let o = a.options();
+        assert_eq!(
+            (o.rate, o.duration, o.valid),
+            (300.0, Duration::from_secs(20), 1)
+        );
+        assert_eq!((o.reclaim, o.seed), (0.05, 1656));
+        assert_eq!((&a.out, a.no_check), (&None, false));
+        assert_eq!(a.arms(true), Arm::ALL);
+        assert!(a.arms(false).iter().all(|a| !a.patched()));
+        let quick = parse("--duration 300 --quick").unwrap();
+        assert_eq!(quick.options().duration, Duration::from_secs(8));
+        assert!(quick.arms(true).iter().all(|a| a.quick()));
+    }
+
+    #[test]
+    fn values_as_before() {
+        let a =
+            parse("--rate=3000 --duration 0.5 --valid 5 --reclaim 1 --seed 7 --no-check").unwrap();
+        let o = a.options();
+        assert_eq!((o.rate, o.duration), (3000.0, Duration::from_millis(500)));
+        assert_eq!((o.valid, o.reclaim, o.seed, a.no_check), (5, 1.0, 7, true));
+        // A comma list, spaces around names allowed; the last --arms wins.
+        let a = parse("--arms stock --arms module-off,stream:module-on").unwrap();
+        assert_eq!(
+            a.arms(false).iter().map(|a| a.name()).collect::<Vec<_>>(),
+            ["module-off", "stream:module-on"]
+        );
+        assert_eq!(
+            Args::try_parse_from(["lab", "--arms", "stock, module-on"])
+                .unwrap()
+                .arms(false)
+                .len(),
+            2
+        );
+        for bad in [
+            "--rate 0",
+            "--duration 0",
+            "--valid 0",
+            "--reclaim 1.5",
+            "--rate x",
+            "--rate -1",
+            "--arms stock,nope",
+            "--seed",
+        ] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains(bad.split(' ').next().unwrap()), "{bad}: {e}");
+        }
+        assert!(parse("--arms stock,nope")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown arm `nope`"));
+    }
+
+    #[test]
+    fn the_documented_command_lines_parse() {
+        // xtask/src/valgrind.rs's LAB_ARGS, docs/results.md's runs.
+        for line in [
+            "--arms stock,module-off,module-on,sibling:two-records,sibling:nxdomain,stream:module-on \
+             --rate 100 --duration 6 --out target/x",
+            "--arms stream:stock,stream:module-on,stream:patched --seed 3",
+            "--rate 3000 --duration 300 --arms module-on",
+            "--valid 5",
+        ] {
+            parse(line).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_misspelled_option_is_an_error_naming_it() {
+        let e = parse("--rtae 5").unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument);
+        assert!(e.to_string().contains("--rtae"), "{e}");
+    }
 }

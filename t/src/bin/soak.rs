@@ -7,32 +7,40 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use generation_retry_t::scenarios::soak::{run, Options};
+
+/// The soak: churn under reloads, an upgrade and a killed worker; fails on
+/// a generation 502, a fatal log line, growing memory or counters that
+/// disagree.
+#[derive(Parser, Debug)]
+#[command(bin_name = "cargo xtask soak")]
+#[command(args_override_self = true, allow_negative_numbers = true)]
+struct Args {
+    /// Seconds of load
+    #[arg(long, value_name = "N", default_value_t = Options::default().duration.as_secs())]
+    seconds: u64,
+    /// Upstreams, each with a moving name
+    #[arg(long, value_name = "N", default_value_t = Options::default().upstreams)]
+    upstreams: usize,
+    /// Closed-loop clients
+    #[arg(long, value_name = "N", default_value_t = Options::default().connections)]
+    connections: usize,
+    /// Seconds of warm-up, whose memory samples are not held to flatness
+    #[arg(long, value_name = "N", default_value_t = Options::default().warm_up.as_secs())]
+    warm_up: u64,
+}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> ExitCode {
-    let mut o = Options::default();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut num = |name: &str| -> u64 {
-            args.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{name} needs a number"))
-        };
-        match a.as_str() {
-            "--seconds" => o.duration = Duration::from_secs(num("--seconds")),
-            "--upstreams" => o.upstreams = num("--upstreams") as usize,
-            "--connections" => o.connections = num("--connections") as usize,
-            "--warm-up" => o.warm_up = Duration::from_secs(num("--warm-up")),
-            other => {
-                eprintln!(
-                    "soak: unknown argument {other:?} \
-                     (--seconds N, --upstreams N, --connections N, --warm-up N)"
-                );
-                return ExitCode::from(2);
-            }
-        }
-    }
+    let a = Args::parse();
+    let o = Options {
+        duration: Duration::from_secs(a.seconds),
+        upstreams: a.upstreams,
+        connections: a.connections,
+        warm_up: Duration::from_secs(a.warm_up),
+        ..Options::default()
+    };
     println!(
         "soak: {} s, {} upstreams with moving names, {} clients, {} workers, reload every {} s, \
          USR2 at 40%, a worker killed at 70%",
@@ -89,5 +97,38 @@ async fn main() -> ExitCode {
             println!("soak: FAILED: {line}");
         }
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &str) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("soak").chain(args.split_whitespace()))
+    }
+
+    #[test]
+    fn the_defaults_are_the_old_ones() {
+        let a = parse("").unwrap();
+        assert_eq!(
+            (a.seconds, a.upstreams, a.connections, a.warm_up),
+            (600, 40, 32, 60)
+        );
+        let a = parse("--seconds 60 --upstreams=4 --connections 8 --warm-up 5 --seconds 30");
+        let a = a.unwrap();
+        assert_eq!(
+            (a.seconds, a.upstreams, a.connections, a.warm_up),
+            (30, 4, 8, 5)
+        );
+        let e = parse("--seconds x").unwrap_err().to_string();
+        assert!(e.contains("--seconds"), "{e}");
+    }
+
+    #[test]
+    fn a_misspelled_option_is_an_error_naming_it() {
+        let e = parse("--warmup 5").unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument);
+        assert!(e.to_string().contains("--warmup"), "{e}");
     }
 }

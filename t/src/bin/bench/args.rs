@@ -3,117 +3,116 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::Parser;
 use generation_retry_t::actors::backend::Wire;
 use generation_retry_t::scenarios::churn;
 
+/// What the module costs, as ratios from one run (stock, module on, module
+/// off); with --churn, the benchmark at scale.
+#[derive(Parser, Debug)]
+#[command(bin_name = "cargo xtask bench")]
+#[command(args_override_self = true, allow_negative_numbers = true)]
 pub struct Args {
-    pub rounds: usize,
+    /// Rounds, each variant once a round [default: 5; with --churn: 3]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    rounds: Option<usize>,
+    /// Seconds of each throughput and latency measurement
+    #[arg(long, value_name = "S", value_parser = seconds, default_value = "5")]
     pub duration: Duration,
+    /// Requests per second of the latency's open loop
+    #[arg(long, value_name = "RPS", value_parser = rate, default_value = "1000")]
     pub rate: f64,
-    pub connections: usize,
+    /// Closed-loop connections [default: 32; with --churn: 64]
+    #[arg(long, value_name = "C", value_parser = at_least_one)]
+    connections: Option<usize>,
+    /// Retries timed, plain and rescued (0: none)
+    #[arg(long, value_name = "N", default_value_t = 10)]
     pub races: usize,
+    /// Requests counted under callgrind when valgrind is installed (0: none)
+    #[arg(long, value_name = "N", default_value_t = 2000)]
     pub callgrind_requests: usize,
+    /// Where to write results [default: target/bench]
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// `--churn`: the churn bench instead (`churn::Options`, one run per
-    /// count of upstreams and variant).
-    pub churn: Option<ChurnArgs>,
+    /// The churn bench instead: many upstreams, each with a moving name
+    #[arg(long)]
+    pub churn: bool,
+    /// Counts of upstreams, one run each
+    #[arg(long, value_name = "N,M", value_parser = counts, default_value = "40,1000",
+          help_heading = "With --churn")]
+    pub upstreams: std::vec::Vec<usize>,
+    /// Protocols to run it through, comma-separated: all, or proxy, fastcgi, uwsgi, scgi,
+    /// memcached, grpc, http2
+    #[arg(long, value_name = "all|P,Q", value_parser = wires, default_value = "proxy",
+          help_heading = "With --churn")]
+    pub protocols: std::vec::Vec<Wire>,
+    /// Requests in all, per run
+    #[arg(long, value_name = "N", value_parser = at_least_one,
+          default_value_t = churn::Options::default().requests, help_heading = "With --churn")]
+    requests: usize,
+    /// nginx's worker processes
+    #[arg(long, value_name = "W", value_parser = workers,
+          default_value_t = churn::Options::default().workers, help_heading = "With --churn")]
+    workers: u32,
+    /// Probability the backend closes a reused connection
+    #[arg(long, value_name = "P", value_parser = probability,
+          default_value_t = churn::Options::default().reclaim, help_heading = "With --churn")]
+    reclaim: f64,
 }
 
-pub struct ChurnArgs {
-    pub upstreams: Vec<usize>,
-    /// `--protocols`: the protocols to run it through (HTTP alone unless
-    /// given; `all` is every one nginx's http upstream speaks).
-    pub wires: Vec<Wire>,
-    pub opts: churn::Options,
+impl Args {
+    pub fn rounds(&self) -> usize {
+        self.rounds.unwrap_or(if self.churn { 3 } else { 5 })
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.unwrap_or(32)
+    }
+
+    /// `--churn`'s options (one run per count of upstreams and protocol).
+    pub fn churn(&self) -> Option<churn::Options> {
+        let d = churn::Options::default();
+        self.churn.then(|| churn::Options {
+            requests: self.requests,
+            connections: self.connections.unwrap_or(d.connections),
+            workers: self.workers,
+            reclaim: self.reclaim,
+            ..d
+        })
+    }
 }
 
-pub fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        rounds: 5,
-        duration: Duration::from_secs(5),
-        rate: 1000.0,
-        connections: 32,
-        races: 10,
-        callgrind_requests: 2000,
-        out: None,
-        churn: None,
-    };
-    let mut churn_on = false;
-    let mut upstreams = vec![40, 1000];
-    let mut wires = vec![Wire::Http];
-    let mut c = churn::Options::default();
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = |n: &str| it.next().ok_or(format!("{n} needs a value"));
-        let int = |v: String, n: &str| {
-            v.parse::<usize>()
-                .map_err(|_| format!("{n}: bad number `{v}`"))
-        };
-        match arg.as_str() {
-            "--rounds" => a.rounds = int(value("--rounds")?, "--rounds")?.max(1),
-            "--duration" => {
-                a.duration =
-                    Duration::from_secs(int(value("--duration")?, "--duration")?.max(1) as u64)
-            }
-            "--rate" => a.rate = int(value("--rate")?, "--rate")?.max(1) as f64,
-            "--connections" => {
-                a.connections = int(value("--connections")?, "--connections")?.max(1)
-            }
-            "--races" => a.races = int(value("--races")?, "--races")?,
-            "--callgrind-requests" => {
-                a.callgrind_requests = int(value("--callgrind-requests")?, "--callgrind-requests")?
-            }
-            "--out" => a.out = Some(PathBuf::from(value("--out")?)),
-            "--churn" => churn_on = true,
-            "--upstreams" => {
-                upstreams = value("--upstreams")?
-                    .split(',')
-                    .map(|n| int(n.trim().to_string(), "--upstreams").map(|n| n.max(1)))
-                    .collect::<Result<_, _>>()?
-            }
-            "--protocols" => wires = parse_wires(&value("--protocols")?)?,
-            "--requests" => c.requests = int(value("--requests")?, "--requests")?.max(1),
-            "--workers" => c.workers = int(value("--workers")?, "--workers")?.max(1) as u32,
-            "--reclaim" => {
-                let v = value("--reclaim")?;
-                c.reclaim = v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|p| (0.0..=1.0).contains(p))
-                    .ok_or(format!("--reclaim: expected a probability, got `{v}`"))?
-            }
-            _ => {
-                return Err(
-                    "cargo xtask bench [--rounds N] [--duration S] [--rate RPS] \
-                            [--connections C] [--races N] [--callgrind-requests N] [--out DIR]\n\
-                     cargo xtask bench --churn [--upstreams N,M] [--requests N] [--rounds N] \
-                            [--connections C] [--workers W] [--reclaim P] [--out DIR] \
-                            [--protocols all|proxy,fastcgi,uwsgi,scgi,memcached,grpc,http2]"
-                        .into(),
-                )
-            }
-        }
-    }
-    if churn_on {
-        let given = |o: &str| std::env::args().any(|x| x == o);
-        if given("--connections") {
-            c.connections = a.connections;
-        }
-        if !given("--rounds") {
-            a.rounds = 3;
-        }
-        a.churn = Some(ChurnArgs {
-            upstreams,
-            wires,
-            opts: c,
-        });
-    }
-    Ok(a)
+/// A number, 0 taken as 1.
+fn at_least_one(v: &str) -> Result<usize, String> {
+    v.parse::<usize>()
+        .map(|n| n.max(1))
+        .map_err(|e| e.to_string())
+}
+
+fn workers(v: &str) -> Result<u32, String> {
+    at_least_one(v).and_then(|n| u32::try_from(n).map_err(|e| e.to_string()))
+}
+
+fn seconds(v: &str) -> Result<Duration, String> {
+    at_least_one(v).map(|s| Duration::from_secs(s as u64))
+}
+
+fn rate(v: &str) -> Result<f64, String> {
+    at_least_one(v).map(|r| r as f64)
+}
+
+fn counts(v: &str) -> Result<Vec<usize>, String> {
+    v.split(',').map(|n| at_least_one(n.trim())).collect()
+}
+
+fn probability(v: &str) -> Result<f64, String> {
+    let p = v.parse::<f64>().ok().filter(|p| (0.0..=1.0).contains(p));
+    p.ok_or_else(|| "expected a probability".into())
 }
 
 /// `all`, or protocols by their directive's prefix (`proxy`, `fastcgi`,
 /// ...), comma-separated.
-fn parse_wires(v: &str) -> Result<Vec<Wire>, String> {
+fn wires(v: &str) -> Result<Vec<Wire>, String> {
     if v == "all" {
         return Ok(Wire::ALL.to_vec());
     }
@@ -124,10 +123,7 @@ fn parse_wires(v: &str) -> Result<Vec<Wire>, String> {
                 .find(|w| w.name() == name.trim())
                 .ok_or_else(|| {
                     let known: Vec<&str> = Wire::ALL.iter().map(|w| w.name()).collect();
-                    format!(
-                        "--protocols: unknown `{name}`; expected all or {}",
-                        known.join(",")
-                    )
+                    format!("unknown `{name}`; expected all or {}", known.join(","))
                 })
         })
         .collect()

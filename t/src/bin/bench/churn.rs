@@ -8,7 +8,7 @@ use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenarios::churn;
 use serde_json::json;
 
-use crate::args::{Args, ChurnArgs};
+use crate::args::Args;
 use crate::measure::{median, out_dir, write_results};
 
 /// `--churn`: for each count of upstreams, stock, the module and the
@@ -19,7 +19,7 @@ use crate::measure::{median, out_dir, write_results};
 /// a generation 502 or an unrescued refusal in any run, or when stock met
 /// no race at all (the run then proves nothing: more requests, or a
 /// higher `--reclaim`).
-pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
+pub async fn churn_bench(c: &churn::Options, a: &Args) -> ExitCode {
     let (major, minor, patch) = generation_retry_t::nginx::version();
     let variants: Vec<churn::Variant> = churn::Variant::ALL
         .into_iter()
@@ -31,15 +31,15 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
     eprintln!(
         "bench --churn: nginx {major}.{minor}.{patch}, {} rounds of {} requests over {:?} \
          upstreams through {:?}, {} clients, {} workers, reclaim {} (delay up to {:?}), names moved every {} s",
-        a.rounds,
-        c.opts.requests,
-        c.upstreams,
-        c.wires,
-        c.opts.connections,
-        c.opts.workers,
-        c.opts.reclaim,
-        c.opts.reclaim_delay,
-        c.opts.valid + 1
+        a.rounds(),
+        c.requests,
+        a.upstreams,
+        a.protocols,
+        c.connections,
+        c.workers,
+        c.reclaim,
+        c.reclaim_delay,
+        c.valid + 1
     );
     let mut rows = Vec::new();
     let mut runs = Vec::new();
@@ -49,8 +49,8 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
         "protocol", "variant", "upstreams", "requests", "req/s", "ratio", "p50 ms", "ratio", "p99 ms",
         "ratio", "2-hop", "1-hop", "retried", "swaps", "busy", "rescued"
     )];
-    let (wires, unspoken): (Vec<Wire>, Vec<Wire>) = c
-        .wires
+    let (wires, unspoken): (Vec<Wire>, Vec<Wire>) = a
+        .protocols
         .iter()
         .partition(|w| (major, minor, patch) >= w.since());
     for w in unspoken {
@@ -66,16 +66,16 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
     }
     let runs_of = wires
         .iter()
-        .flat_map(|w| c.upstreams.iter().map(move |n| (*w, *n)));
+        .flat_map(|w| a.upstreams.iter().map(move |n| (*w, *n)));
     for (wire, n) in runs_of {
         let p = wire.name();
         let opts = churn::Options {
             upstreams: n,
             wire,
-            ..c.opts.clone()
+            ..c.clone()
         };
         let mut got: Vec<Vec<churn::Outcome>> = variants.iter().map(|_| Vec::new()).collect();
-        for round in 0..a.rounds {
+        for round in 0..a.rounds() {
             for k in 0..variants.len() {
                 let idx = (round + k) % variants.len();
                 let o = churn::run(variants[idx], &opts).await;
@@ -84,7 +84,7 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
                      p99 {:.3} ms  2-hop {}  1-hop {}  busy {:?}  rescued {:?}  \
                      stale-stream 502 {}",
                     round + 1,
-                    a.rounds,
+                    a.rounds(),
                     o.variant.name(),
                     o.rps,
                     o.p50_ms,
@@ -176,14 +176,14 @@ pub async fn churn_bench(c: &ChurnArgs, a: &Args) -> ExitCode {
         "\n(medians of {} rounds; 502s, retried (attempts nginx logged as failed), swaps (DNS \
          answers that moved a name), busy and rescued are sums; the patched nginx's rescued \
          column counts its re-selection lines)",
-        a.rounds
+        a.rounds()
     );
     let doc = json!({
-        "nginx": format!("{major}.{minor}.{patch}"), "rounds": a.rounds,
-        "requests": c.opts.requests, "connections": c.opts.connections,
-        "workers": c.opts.workers, "reclaim": c.opts.reclaim,
-        "reclaim_delay_ms": c.opts.reclaim_delay.as_millis() as u64,
-        "valid_s": c.opts.valid, "rows": rows, "runs": runs, "failures": failures,
+        "nginx": format!("{major}.{minor}.{patch}"), "rounds": a.rounds(),
+        "requests": c.requests, "connections": c.connections,
+        "workers": c.workers, "reclaim": c.reclaim,
+        "reclaim_delay_ms": c.reclaim_delay.as_millis() as u64,
+        "valid_s": c.valid, "rows": rows, "runs": runs, "failures": failures,
     });
     let written = write_results(&out_dir(a).join("churn.json"), &doc);
     if failures.is_empty() {

@@ -32,12 +32,13 @@ mod tests;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use generation_retry_t::actors::load::{closed_loop, open_loop};
 use generation_retry_t::scenarios::http::Lab;
 use reqwest::Method;
 use serde_json::json;
 
-use args::parse_args;
+use args::Args;
 use callgrind::{instructions, rescue_instructions};
 use churn::churn_bench;
 use measure::{have, median, out_dir, spread, throughput, write_results, Samples, Variant};
@@ -45,32 +46,26 @@ use rescue::{rescue_report, spare_connection, Retry};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
-    let a = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(c) = &a.churn {
-        return churn_bench(c, &a).await;
+    let a = Args::parse();
+    if let Some(c) = a.churn() {
+        return churn_bench(&c, &a).await;
     }
     let wrk = have("wrk");
     let (major, minor, patch) = generation_retry_t::nginx::version();
     eprintln!(
         "bench: nginx {major}.{minor}.{patch}, {} rounds x {:?}, throughput by {} with {} connections, latency at {} rps",
-        a.rounds,
+        a.rounds(),
         a.duration,
         if wrk {
             "wrk"
         } else {
             "the harness closed loop"
         },
-        a.connections,
+        a.connections(),
         a.rate
     );
     let mut samples: Vec<Samples> = Variant::ALL.iter().map(|_| Samples::default()).collect();
-    for round in 0..a.rounds {
+    for round in 0..a.rounds() {
         for k in 0..Variant::ALL.len() {
             let idx = (round + k) % Variant::ALL.len();
             let v = Variant::ALL[idx];
@@ -95,7 +90,7 @@ async fn main() -> ExitCode {
             eprintln!(
                 "round {}/{} {:<10} {:>9.0} req/s  p50 {:.3} ms  p99 {:.3} ms",
                 round + 1,
-                a.rounds,
+                a.rounds(),
                 v.name(),
                 rps,
                 s.p50.last().unwrap(),
@@ -223,7 +218,7 @@ async fn main() -> ExitCode {
     let out = out_dir(&a);
     let doc = json!({
         "tool": if wrk { "wrk" } else { "closed-loop" },
-        "rounds": a.rounds, "duration_s": a.duration.as_secs(), "connections": a.connections,
+        "rounds": a.rounds(), "duration_s": a.duration.as_secs(), "connections": a.connections(),
         "latency_rate": a.rate, "variants": rows, "rescue": rescue,
         "callgrind": callgrind, "rescue_instructions": rescue_breakdown,
     });

@@ -80,7 +80,7 @@ pub fn have(tool: &str) -> bool {
 pub async fn throughput(url: &str, client: &Client, a: &Args, wrk: bool) -> f64 {
     if wrk {
         let out = tokio::task::spawn_blocking({
-            let (url, c, d) = (url.to_string(), a.connections, a.duration.as_secs());
+            let (url, c, d) = (url.to_string(), a.connections(), a.duration.as_secs());
             move || {
                 Command::new("wrk")
                     .args(["-t1", &format!("-c{c}"), &format!("-d{d}s"), &url])
@@ -93,7 +93,7 @@ pub async fn throughput(url: &str, client: &Client, a: &Args, wrk: bool) -> f64 
         let text = String::from_utf8_lossy(&out.stdout);
         wrk_rps(&text).unwrap_or_else(|| panic!("no Requests/sec in wrk output:\n{text}"))
     } else {
-        let (n, bad) = closed_loop(client, a.connections, a.duration, "/bench").await;
+        let (n, bad) = closed_loop(client, a.connections(), a.duration, "/bench").await;
         assert_eq!(bad, 0, "non-200 answers under a fault-free load");
         n as f64 / a.duration.as_secs_f64()
     }
