@@ -1,36 +1,21 @@
-//! The fuzzing, done as a property test (no fuzzing crate): a small
-//! xorshift generator makes 20,000 random byte lines (random bytes, and
-//! valid access/error lines mutated by truncation, inserted quotes,
-//! commas, brackets, separators and non-UTF-8 bytes) and feeds them to the
-//! access-line parser, the error-line parser, the `log_format` parser and
-//! the whole collect-and-classify pass. None may panic: a panic fails the
-//! test. The seed is fixed, so a failure reproduces. A second test writes
-//! such lines as gzip files (whole, cut short, and with flipped bytes) and
-//! runs the command over them.
+//! The fuzzing, as proptest property tests: random byte lines, and valid
+//! lines mutated (truncation, inserted quotes, commas, brackets, separators,
+//! digits, non-UTF-8 bytes), through every parser and the whole command,
+//! also as gzip files (whole, cut short, with flipped bits). None may panic.
+//! Runs reproduce; a failure shrinks to a short input.
 
+use std::cell::RefCell;
+use std::io::Read;
+
+use flate2::{read::GzEncoder, Compression};
 use generation_retry_diagnose::access::{self, AccessParser};
 use generation_retry_diagnose::collect::{Collector, LogKind, Options};
-use generation_retry_diagnose::errorlog;
 use generation_retry_diagnose::logformat::LogFormat;
-use generation_retry_diagnose::{analyze, report};
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use generation_retry_diagnose::{analyze, errorlog, input, report};
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::sample::{select, Index};
+use proptest::test_runner::{RngAlgorithm, RngSeed, TestCaseResult, TestRunner};
 
 const FORMAT: &str = r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$upstream_addr" $msec $connection ${request_id}"#;
 
@@ -50,137 +35,151 @@ const INSERTS: [&[u8]; 14] = [
     b": ",
 ];
 
-fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
-    let mut line = base.to_vec();
-    for _ in 0..=rng.below(4) {
-        match rng.below(6) {
-            0 => line.truncate(rng.below(line.len() + 1)),
-            1 | 2 => {
-                let at = rng.below(line.len() + 1);
-                let ins = INSERTS[rng.below(INSERTS.len())];
-                line.splice(at..at, ins.iter().copied());
-            }
-            3 => {
-                if !line.is_empty() {
-                    let at = rng.below(line.len());
-                    line[at] = rng.next() as u8;
-                }
-            }
-            4 => {
-                if !line.is_empty() {
-                    let at = rng.below(line.len());
-                    let end = (at + rng.below(8)).min(line.len());
-                    line.drain(at..end);
-                }
-            }
-            _ => {
-                let at = rng.below(line.len() + 1);
-                let digit = b'0' + rng.below(10) as u8;
-                line.splice(at..at, std::iter::repeat_n(digit, rng.below(30)));
-            }
-        }
+/// Runs `test` on `cases` values of `strategy` from a fixed seed (or
+/// `PROPTEST_RNG_SEED`), writing no failure file into the source tree.
+fn check<S: Strategy>(cases: u32, strategy: S, test: impl Fn(S::Value) -> TestCaseResult) {
+    let mut config = ProptestConfig::with_cases(cases); // and the PROPTEST_* variables
+    config.failure_persistence = None;
+    config.rng_algorithm = RngAlgorithm::ChaCha;
+    config.max_shrink_iters = 10_000; // not 4 × cases: shrink a line down to its bytes
+    if config.rng_seed == RngSeed::Random {
+        config.rng_seed = RngSeed::Fixed(0x9e37_79b9_7f4a_7c15);
     }
-    line
+    let seed = config.rng_seed;
+    if let Err(e) = TestRunner::new(config).run(&strategy, test) {
+        panic!("{e}\n(PROPTEST_RNG_SEED={seed})");
+    }
 }
 
-fn random_bytes(rng: &mut Rng) -> Vec<u8> {
-    (0..rng.below(200)).map(|_| rng.next() as u8).collect()
+/// A line's bytes, shown as an escaped byte string when a case fails.
+struct Line(Vec<u8>);
+
+impl std::fmt::Debug for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "b\"{}\"", self.0.escape_ascii())
+    }
 }
 
+/// One in `one_in` lines is random bytes (under 200), the others a seed
+/// line with one to four edits, each a splice at an [`Index`] into the line
+/// as it is then: bytes cut (up to the end), bytes put in.
+fn line(one_in: u32) -> impl Strategy<Value = Line> {
+    let edit = prop_oneof![
+        1 => Just((usize::MAX, vec![])), // truncation
+        2 => select(INSERTS.to_vec()).prop_map(|s| (0, s.to_vec())),
+        1 => any::<u8>().prop_map(|b| (1, vec![b])), // a byte replaced (or appended)
+        1 => (0..8usize).prop_map(|n| (n, vec![])),
+        1 => (b'0'..=b'9', 0..30usize).prop_map(|(d, n)| (0, vec![d; n])),
+    ];
+    let edits = vec((any::<Index>(), edit), 1..=4);
+    prop_oneof![
+        1 => vec(any::<u8>(), 0..200).prop_map(Line),
+        one_in - 1 => (select(SEEDS.to_vec()), edits).prop_map(|(seed, edits)| {
+            let mut line = seed.as_bytes().to_vec();
+            for (at, (cut, put)) in edits {
+                let at = at.index(line.len() + 1);
+                line.splice(at..at.saturating_add(cut).min(line.len()), put);
+            }
+            Line(line)
+        }),
+    ]
+}
+
+/// Of 1 to 80 lines: the 10 s the hand-made generator's 20,000 lines took
+/// in one pass (which classifying made slower than many small ones).
+const PARSER_CASES: usize = 1_800;
+
+/// Each line through every parser, each case's lines through a
+/// collect-and-classify pass and both reports.
 #[test]
-fn parsers_never_panic_on_20000_random_lines() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+fn parsers_never_panic_on_random_lines() {
     let parser = AccessParser::new(FORMAT).expect("valid format");
-    let mut collector = Collector::new(
-        Some(AccessParser::new(FORMAT).expect("valid")),
-        Options::default(),
-    );
-    let afile = collector.start_file("access", LogKind::Access);
-    let efile = collector.start_file("error", LogKind::Error);
-    let mut parsed = [0usize; 2];
-    for n in 0..20_000 {
-        let bytes = if n % 5 == 0 {
-            random_bytes(&mut rng)
-        } else {
-            let seed = SEEDS[rng.below(SEEDS.len())];
-            mutate(&mut rng, seed.as_bytes())
-        };
-        let line = String::from_utf8_lossy(&bytes);
-        if let Some(e) = parser.parse_line(&line) {
-            parsed[0] += 1;
-            let _ = access::last_group_hops(e.upstream_addr);
-            let _ = access::unescape(e.request.unwrap_or(""));
+    // Lines, access lines, error lines, cases with a 502 or 504.
+    let counts = RefCell::new([0usize; 4]);
+    let case = (vec(line(5), 1..=80), -1i32..=1);
+    check(PARSER_CASES as u32, case, |(lines, hour)| {
+        let mut collector = Collector::new(Some(parser.clone()), Options::default());
+        let afile = collector.start_file("access", LogKind::Access);
+        let efile = collector.start_file("error", LogKind::Error);
+        for Line(bytes) in &lines {
+            counts.borrow_mut()[0] += 1;
+            let line = String::from_utf8_lossy(bytes);
+            if let Some(e) = parser.parse_line(&line) {
+                counts.borrow_mut()[1] += 1;
+                let _ = access::last_group_hops(e.upstream_addr);
+                let _ = access::unescape(e.request.unwrap_or(""));
+            }
+            if let Some(e) = errorlog::parse_line(&line, hour * 3_600) {
+                counts.borrow_mut()[2] += 1;
+                let _ = errorlog::upstream_host(e.upstream.as_deref().unwrap_or(""));
+            }
+            let _ = LogFormat::parse(&line);
+            let _ = LogFormat::tokenize(&line).match_line(SEEDS[0]);
+            let _ = access::last_group_hops(&line);
+            collector.line(afile, bytes);
+            collector.line(efile, bytes);
         }
-        if let Some(e) = errorlog::parse_line(&line, rng.below(3) as i32 * 3_600 - 3_600) {
-            parsed[1] += 1;
-            let _ = errorlog::upstream_host(e.upstream.as_deref().unwrap_or(""));
-        }
-        let _ = LogFormat::parse(&line);
-        let _ = LogFormat::tokenize(&line).match_line(SEEDS[0]);
-        let _ = access::last_group_hops(&line);
-        collector.line(afile, &bytes);
-        collector.line(efile, &bytes);
-    }
-    // The mutations keep many lines valid, so the parsers' deeper paths ran.
-    assert!(parsed[0] > 500 && parsed[1] > 500, "parsed {parsed:?}");
-    let analysis = analyze(collector.finish());
-    assert!(!analysis.incidents.is_empty());
-    let _ = report::human(&analysis);
-    let _ = report::json(&analysis).to_string();
+        let analysis = analyze(collector.finish());
+        counts.borrow_mut()[3] += usize::from(!analysis.incidents.is_empty());
+        let _ = report::human(&analysis);
+        let _ = report::json(&analysis).to_string();
+        Ok(())
+    });
+    // The mutations keep many lines valid (over one in 40 each), so the
+    // parsers' deeper paths ran, and most passes had incidents to classify.
+    let c = counts.into_inner();
+    assert!(c[1] * 40 > c[0] && c[2] * 40 > c[0], "{c:?}");
+    assert!(c[3] * 2 > PARSER_CASES, "{c:?}");
 }
 
-fn gzip(data: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    enc.write_all(data).expect("in memory");
-    enc.finish().expect("in memory")
+/// A gzip file whole, cut short, or with bits flipped (at a byte, which bit).
+#[derive(Clone, Debug)]
+enum Damage {
+    Whole,
+    Truncated(Index),
+    Flipped(Vec<(Index, u8)>),
 }
 
-/// Random and mutated lines through the whole command, from gzip files:
-/// whole (all read: exit 0, or 4 for the error log alone), truncated and
-/// corrupted (exit 1 naming the file, or as whole when the damage still
-/// decodes; 3 when no access line survives). Never a panic.
+/// The lines as gzip files through the whole command: whole, all read (exit
+/// 0, 3 when no access line parses, 4 when all are blank; 4 for an error log
+/// alone); damaged, exit 1 naming the file, or as whole. Never a panic. 64
+/// cases: a second or so.
 #[test]
 fn gzip_input_never_panics() {
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    let dir = std::env::temp_dir().join(format!("grd-fuzz-gz-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let mut ran = 0;
-    for round in 0..12 {
-        let mut text = Vec::new();
-        for n in 0..400 {
-            let line = if n % 7 == 0 {
-                random_bytes(&mut rng)
-            } else {
-                let seed = SEEDS[rng.below(SEEDS.len())];
-                mutate(&mut rng, seed.as_bytes())
-            };
-            text.extend_from_slice(&line);
-            text.push(b'\n');
+    let dir = crate::common::scratch("fuzz-gz");
+    let path = dir.join("log.gz");
+    let p = path.display().to_string();
+    let parser = AccessParser::new(FORMAT).expect("valid format");
+    let damage = prop_oneof![
+        Just(Damage::Whole),
+        any::<Index>().prop_map(Damage::Truncated),
+        vec((any::<Index>(), 0..8u8), 1..=6).prop_map(Damage::Flipped),
+    ];
+    let line = line(7).prop_map(|Line(l)| Line([l, b"\n".to_vec()].concat()));
+    check(64, (vec(line, 1..=400), damage), |(lines, damage)| {
+        let text: Vec<u8> = lines.into_iter().flat_map(|Line(l)| l).collect();
+        let mut gz = Vec::new();
+        GzEncoder::new(&text[..], Compression::fast())
+            .read_to_end(&mut gz)
+            .expect("in memory");
+        let n = gz.len();
+        match &damage {
+            Damage::Whole => {}
+            Damage::Truncated(at) => gz.truncate(at.index(n)),
+            Damage::Flipped(flips) => flips
+                .iter()
+                .for_each(|(at, bit)| gz[at.index(n)] ^= 1 << bit),
         }
-        let mut gz = gzip(&text);
-        match round % 3 {
-            1 => gz.truncate(rng.below(gz.len())),
-            2 => {
-                for _ in 0..=rng.below(6) {
-                    let at = rng.below(gz.len());
-                    gz[at] ^= 1 << rng.below(8);
-                }
-            }
-            _ => {}
-        }
-        let path = dir.join(format!("log{round}.gz"));
         std::fs::write(&path, &gz).expect("write");
-        let p = path.display().to_string();
-        for (args, whole) in [
-            (
-                vec!["--access-log", &p, "--log-format", FORMAT, "--json"],
-                0,
-            ),
-            // An error log alone is read, but no access log: 4.
-            (vec!["--error-log", &p], 4),
-        ] {
+        // The access lines the command would read in the text.
+        let mut plain = Collector::new(Some(parser.clone()), Options::default());
+        let file = plain.start_file("text", LogKind::Access);
+        input::read_lines(&text[..], |l| plain.line(file, l)).expect("in memory");
+        let parsed = plain.finish().access_entries > 0;
+        let access = ["--access-log", &p, "--log-format", FORMAT, "--json"];
+        let if_whole = if parsed { [0, 0] } else { [3, 4] };
+        // An error log alone is read, but no access log: 4.
+        for (args, whole) in [(&access[..], if_whole), (&["--error-log", &p][..], [4, 4])] {
             let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
             let (mut out, mut err) = (Vec::new(), Vec::new());
             let status = generation_retry_diagnose::run(&args, &mut out, &mut err);
@@ -190,12 +189,11 @@ fn gzip_input_never_panics() {
                 1 => assert!(err.contains(&p), "{err}"),
                 other => panic!("status {other}: {err}"),
             }
-            if round % 3 == 0 {
-                assert_eq!(status, whole, "a whole gzip file reads: {err}");
+            if matches!(damage, Damage::Whole) {
+                assert!(whole.contains(&status), "a whole gzip file reads: {err}");
             }
-            ran += 1;
         }
-    }
-    assert_eq!(ran, 24);
+        Ok(())
+    });
     let _ = std::fs::remove_dir_all(&dir);
 }
