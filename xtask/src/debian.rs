@@ -43,9 +43,9 @@ pub use inputs::Inputs;
 
 use crate::build::MODULE_FILE;
 use crate::harness::parallel::{run_modules, Modules};
-use crate::harness::{matrix_env, Step};
+use crate::harness::{matrix_env, suite_test, Step};
 use crate::versions::tree_version;
-use crate::workspace::{cargo, target_dir, Result};
+use crate::workspace::{target_dir, Result};
 use deb::{abi, make_deb, set_mode};
 use inputs::{dpkg_x, fetch, unpack};
 
@@ -130,15 +130,7 @@ pub fn test_made(inputs: &Inputs, made: Result<Made>, build_s: f64, extra: &[Str
     eprintln!("xtask: debian: {}", made.deb.display());
 
     let started = Instant::now();
-    let mut cmd = cargo();
-    cmd.args([
-        "test",
-        "--no-fail-fast",
-        "-p",
-        "generation-retry-t",
-        "--test",
-        "suite",
-    ]);
+    let mut cmd = suite_test();
     let modules: Vec<&str> = DEBIAN_TESTS
         .iter()
         .copied()

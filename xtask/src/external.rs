@@ -26,18 +26,17 @@ use std::time::Instant;
 
 use crate::build::{self, module_against, Built, MODULE_FILE};
 use crate::harness::parallel::{run_modules, Modules};
-use crate::harness::TestTotals;
+use crate::harness::{suite_test, TestTotals};
 use crate::tree::{copy_if_changed, make_target, nginx_tree, Make};
 use crate::versions::DEFAULT;
-use crate::workspace::{cargo, root, Result};
+use crate::workspace::{root, Result};
 
 /// `cargo xtask external`: its builds, then the suite's `external` module.
 pub fn command(extra: &[String]) -> Result {
     let built = build::build_version(DEFAULT, None)?;
     build(&built)?;
-    let mut cmd = cargo();
-    cmd.args(["test", "-p", "generation-retry-t", "--test", "suite"])
-        .env("GENERATION_RETRY_NGINX_DIR", &built.install);
+    let mut cmd = suite_test();
+    cmd.env("GENERATION_RETRY_NGINX_DIR", &built.install);
     if !extra.is_empty() {
         cmd.arg("--").args(extra.iter().skip_while(|a| *a == "--"));
     }

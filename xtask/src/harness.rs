@@ -115,6 +115,21 @@ pub fn matrix_tests(version: &str) -> &'static [&'static str] {
     }
 }
 
+/// `cargo test --no-fail-fast -p generation-retry-t --test suite`: the
+/// integration suite, every module run even when one fails.
+pub fn suite_test() -> Command {
+    let mut cmd = cargo();
+    cmd.args([
+        "test",
+        "--no-fail-fast",
+        "-p",
+        "generation-retry-t",
+        "--test",
+        "suite",
+    ]);
+    cmd
+}
+
 /// The matrix's shorter runs: 5 scripted races per test instead of 10 or
 /// 20 (the default version runs them in full), and a 20 s reload soak
 /// instead of 30 s should a version's list ever hold `reload.rs` (none does

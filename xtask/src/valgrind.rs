@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use crate::build;
 use crate::harness::parallel::{run_modules, Modules, JOBS_ENV};
-use crate::harness::{harness_command, TestTotals};
+use crate::harness::{harness_command, suite_test, TestTotals};
 use crate::memcheck::{self, ENV};
-use crate::workspace::{cargo, run, target_dir, Result};
+use crate::workspace::{run, target_dir, Result};
 
 /// The test binaries of the full run (timing-dependent ones excluded: see
 /// docs/testing.md, "Memory safety").
@@ -122,16 +122,8 @@ fn gate(install_dir: &Path, dir: &Path) -> Result {
 }
 
 fn run_tests(install_dir: &Path, dir: &Path, modules: Modules, filter: &[&str]) -> Result {
-    let mut cmd = cargo();
     // Every module runs even when one fails: the summary covers them all.
-    cmd.args([
-        "test",
-        "--no-fail-fast",
-        "-p",
-        "generation-retry-t",
-        "--test",
-        "suite",
-    ]);
+    let mut cmd = suite_test();
     // One test at a time, one module at a time: a test may start several
     // nginx at once, each tens of times slower under memcheck, and two
     // cores are all CI has.
