@@ -18,9 +18,9 @@
 //!   request's remaining tries;
 //! - history kept: the fresh state's tried bitmap is empty, so a peer it
 //!   gives whose address the request tried before is handed back through
-//!   the balancer's own `free` (as an attempt never made, the peer's
-//!   failure times put back: no failure added, none cleared) and the
-//!   balancer asked again;
+//!   the balancer's own `free` (as an attempt never made: `NGX_PEER_NEXT`,
+//!   which nothing learns from, and the peer's failure times put back: no
+//!   failure added, none cleared) and the balancer asked again;
 //!   a cached keepalive connection it gave is closed, as nginx closes one
 //!   it will not use;
 //! - bounded: at most `max` re-snapshots per selection;
