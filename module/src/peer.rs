@@ -399,7 +399,12 @@ fn settle<P: Proto>(
         }
     }
     let log = pc.log;
-    if data.state.resnapshots > 0 && decision.outcome.gives_peer() {
+    // Whatever the outcome: a fresh state sets its cookie at each peer it
+    // gives, the ones it handed back included, so a selection that then
+    // ends without a peer (every peer tried, a 502) has replaced the
+    // cookie too. The latest of each name stays, one, as nginx's own 502
+    // after a selection sends one.
+    if data.state.resnapshots > 0 {
         // SAFETY: the live request of this selection; the balancer's get
         // has returned, so no one else is changing its headers.
         unsafe { P::hide_replaced_cookies(data.request, data.headers_mark) };

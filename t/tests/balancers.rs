@@ -141,27 +141,13 @@ async fn race_row(row: Row, fix: Fix) -> Result<(), String> {
         }
     };
 
-    // One Set-Cookie per cookie name, as nginx's own retries send (RFC
-    // 6265 4.1.1): `sticky cookie` sets its cookie at each selection, and
-    // the fix (the module, or the patched nginx's core) hides the first
-    // attempt's once the fresh state sets its own.
-    let mut names: Vec<&str> = Vec::new();
-    for v in race.response.headers.get_all("set-cookie") {
-        names.push(v.to_str().unwrap_or("").split('=').next().unwrap_or(""));
-    }
-    let cookie = name.contains("sticky cookie");
-    for n in &names {
-        let count = names.iter().filter(|m| *m == n).count();
-        if count != 1 {
-            problems.push(format!(
-                "{count} Set-Cookie for {n}: {:?}",
-                race.response.headers
-            ));
-        }
-    }
-    if cookie && names.is_empty() {
-        problems.push("no Set-Cookie from `sticky cookie`".into());
-    }
+    // `sticky cookie` sets its cookie at each selection, and the fix (the
+    // module, or the patched nginx's core) hides the first attempt's once
+    // the fresh state sets its own.
+    problems.extend(cookie_problems(
+        &race.response.headers,
+        name.contains("sticky cookie"),
+    ));
 
     let lines = lab.request_errors(&race.path);
     let line = match fix {
@@ -202,6 +188,30 @@ async fn race_row(row: Row, fix: Fix) -> Result<(), String> {
             race.entry.upstream_addr()
         ))
     }
+}
+
+/// What is wrong with a response's `Set-Cookie` headers: more than one
+/// for a cookie name (nginx's own retries send one, RFC 6265 4.1.1), or,
+/// where `sticky cookie` set one (`expected`), none.
+fn cookie_problems(headers: &reqwest::header::HeaderMap, expected: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
+    for v in headers.get_all("set-cookie") {
+        names.push(v.to_str().unwrap_or("").split('=').next().unwrap_or(""));
+    }
+    names.sort_unstable();
+    let mut counted = names.clone();
+    counted.dedup();
+    for n in counted {
+        let count = names.iter().filter(|m| **m == n).count();
+        if count != 1 {
+            problems.push(format!("{count} Set-Cookie for {n}: {headers:?}"));
+        }
+    }
+    if expected && names.is_empty() {
+        problems.push("no Set-Cookie from `sticky cookie`".into());
+    }
+    problems
 }
 
 /// Races every row, concurrently, and fails with every problem; passes only

@@ -266,6 +266,22 @@ pub(super) const HAND_BACK_LEARNED_1_31_4: Mutant = Mutant {
     version: NEWEST,
 };
 
+/// Issue 47, item 3: a fresh state's cookie hidden only when the outcome
+/// gives a peer, so a rescue that ends all tried sends two.
+pub(super) const ALL_TRIED_COOKIES_KEPT_1_31_4: Mutant = Mutant {
+    name: "all-tried-cookies-kept-1.31.4",
+    file: PEER,
+    find: "    if data.state.resnapshots > 0 {\n",
+    replace: "    if data.state.resnapshots > 0 && decision.outcome.gives_peer() {\n",
+    tests: &[(
+        "balancers",
+        "sticky::an_all_tried_502_sends_one_cookie_per_name",
+    )],
+    core: false,
+    whole_suite: false,
+    version: NEWEST,
+};
+
 pub(super) const NOTIFY_NOT_CLEARED_1_31_4: Mutant = Mutant {
     name: "notify-not-cleared-1.31.4",
     file: INNER,
