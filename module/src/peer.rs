@@ -18,9 +18,9 @@
 //!   request's remaining tries;
 //! - history kept: the fresh state's tried bitmap is empty, so a peer it
 //!   gives whose address the request tried before is handed back through
-//!   the balancer's own `free` (as an attempt never made, the peer's
-//!   failure times put back: no failure added, none cleared) and the
-//!   balancer asked again;
+//!   the balancer's own `free` (as an attempt never made: `NGX_PEER_NEXT`,
+//!   which nothing learns from, and the peer's failure times put back: no
+//!   failure added, none cleared) and the balancer asked again;
 //!   a cached keepalive connection it gave is closed, as nginx closes one
 //!   it will not use;
 //! - bounded: at most `max` re-snapshots per selection;
@@ -399,7 +399,12 @@ fn settle<P: Proto>(
         }
     }
     let log = pc.log;
-    if data.state.resnapshots > 0 && decision.outcome.gives_peer() {
+    // Whatever the outcome: a fresh state sets its cookie at each peer it
+    // gives, the ones it handed back included, so a selection that then
+    // ends without a peer (every peer tried, a 502) has replaced the
+    // cookie too. The latest of each name stays, one, as nginx's own 502
+    // after a selection sends one.
+    if data.state.resnapshots > 0 {
         // SAFETY: the live request of this selection; the balancer's get
         // has returned, so no one else is changing its headers.
         unsafe { P::hide_replaced_cookies(data.request, data.headers_mark) };

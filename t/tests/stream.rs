@@ -293,8 +293,8 @@ async fn primary_tried_before_the_change(flavor: Flavor) {
 /// state offers the dead primary again (its weight dominates); it was
 /// tried, so it is handed back as an attempt never made: no `upstream
 /// server temporarily disabled` line (as failed, it counted the one
-/// failure twice), and its failure kept (with state 0 and the trial open,
-/// round-robin's `free` forgot it). The session reaches the backup at its
+/// failure twice), and its failure kept (freed as not failed with the
+/// trial open, round-robin's `free` forgot it). The session reaches the backup at its
 /// new address; the next one tries the dead primary, its second failure,
 /// said in that line (the black hole has `max_fails=0`: the line is the
 /// dead primary's alone). The patched nginx hands back the same way

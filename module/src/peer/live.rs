@@ -8,7 +8,7 @@ use generation_retry_core::rescue::{Balancer, Selection};
 use ngx::core::Status;
 use ngx::ffi::{
     ngx_close_connection, ngx_connection_t, ngx_destroy_pool, ngx_int_t, ngx_log_t,
-    ngx_peer_connection_t, NGX_BUSY, NGX_DONE,
+    ngx_peer_connection_t, ngx_uint_t, NGX_BUSY, NGX_DONE, NGX_PEER_NEXT,
 };
 
 use super::history::History;
@@ -140,22 +140,30 @@ impl<P: Proto> Balancer for Live<'_, P> {
         })
     }
 
-    /// The inner `free` with state 0, as for an attempt that was never
-    /// made: round-robin (and every balancer built on it) keeps the peer
-    /// marked tried and gives back its connection count, and with the
-    /// peer's `fail_timeout` times put back as they were before the get
-    /// ([`untouch_peer`]) adds no failure and clears none. (As failed, it
-    /// counted this request's one failure twice, and cut the peer's weight
-    /// or disabled it for an attempt never made; as 0 without the times
-    /// put back, it would revive a dead peer whose trial the get opened.) A
-    /// cached connection keepalive gave (`NGX_DONE`) is taken out of `pc`
-    /// first, so keepalive does not cache it under a request it never
-    /// served, and closed.
+    /// The inner `free` with `NGX_PEER_NEXT`, nginx's own state for a
+    /// peer passed over, as for an attempt that was never made:
+    /// round-robin (and every balancer built on it) takes it as not failed
+    /// (only `NGX_PEER_FAILED` counts a failure), keeps the peer marked
+    /// tried and gives back its connection count, and with the peer's
+    /// `fail_timeout` times put back as they were before the get
+    /// ([`untouch_peer`]) adds no failure and clears none; the balancers
+    /// that learn from a successful attempt skip it, as they skip every
+    /// attempt nginx passed over: `sticky learn` (without `header`) does
+    /// not bind the session to the peer, `least_time` averages no times.
+    /// (As failed, it counted this request's one failure twice, and cut
+    /// the peer's weight or disabled it for an attempt never made; without
+    /// the times put back, it would revive a dead peer whose trial the get
+    /// opened; as 0, a success, `sticky learn` learned the peer, which a
+    /// request that then failed left its session bound to.) A cached
+    /// connection keepalive gave (`NGX_DONE`) is taken out of `pc` first,
+    /// so keepalive does not cache it under a request it never served, and
+    /// closed (keepalive caches nothing without a connection, whatever the
+    /// state).
     fn release(&mut self) {
         // SAFETY: as in `tries`; pc->name is the given peer's, as its get
         // set it.
         untouch_peer::<P>(self.uscf, unsafe { (*self.pc).name });
-        let state = 0;
+        let state = NGX_PEER_NEXT as ngx_uint_t;
         // SAFETY: as in `tries`.
         let cached = unsafe { ptr::replace(&mut (*self.pc).connection, ptr::null_mut()) };
         trace!(

@@ -121,9 +121,11 @@ pub(crate) fn count_peers<P: Proto>(
 /// and its check time is past its last failure's (`checked` after
 /// `accessed`: the balancer's get has just opened its trial, most likely
 /// this request's), `checked` goes back to `accessed`, so that the
-/// balancer's `free` with state 0 leaves the failures as they were instead
-/// of clearing them (a dead peer revived untried), and no failure is added
-/// (a peer disabled, or its weight cut, for an attempt never made). The
+/// balancer's `free` with a state that is not failed (the hand-back's
+/// `NGX_PEER_NEXT`, which round-robin treats as 0) leaves the failures as
+/// they were instead of clearing them (a dead peer revived untried), and no
+/// failure is added (a peer disabled, or its weight cut, for an attempt
+/// never made). The
 /// peer is the one whose `name` `pc_name` points at, as a balancer's get
 /// sets `pc->name`; not found (another balancer's peer, or one a re-resolve
 /// removed), nothing is changed. Under its list's read lock and the peer's

@@ -18,7 +18,7 @@ use super::common::{assert_answered_by, hops, Fix};
 /// tried before its re-snapshot, which the fresh snapshot offers again, is
 /// handed back as an attempt never made. Its one real failure counts once
 /// (handed back as failed, it counted twice: disabled after one failure
-/// with `max_fails=2`), and is not forgotten (handed back with state 0
+/// with `max_fails=2`), and is not forgotten (handed back as not failed
 /// while the selection had opened its `fail_timeout` trial, round-robin's
 /// `free` cleared its failures).
 ///

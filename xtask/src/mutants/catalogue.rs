@@ -219,6 +219,8 @@ pub const MUTANTS: &[Mutant] = &[
     peer::DATA_NOT_CLEARED_1_31_4,
     peer::REPLACED_COOKIE_KEPT_1_31_4,
     peer::NOTIFY_NOT_CLEARED_1_31_4,
+    peer::HAND_BACK_LEARNED_1_31_4,
+    peer::ALL_TRIED_COOKIES_KEPT_1_31_4,
     patches::PATCH_NOTIFY_NOT_CLEARED_1_31_4,
     patches::HTTP_PATCH_NO_RECHECK_1_31_4,
     patches::STREAM_PATCH_NO_RECHECK_1_31_4,

@@ -158,8 +158,9 @@ pub(super) const LEAN_TAKEOVER_IGNORED: Mutant = Mutant {
 pub(super) const HAND_BACK_AS_FAILED: Mutant = Mutant {
     name: "hand-back-as-failed",
     file: LIVE,
-    find: "        let state = 0;\n",
-    replace: "        let state = ngx::ffi::NGX_PEER_FAILED as ngx::ffi::ngx_uint_t;\n",
+    find: "        let state = NGX_PEER_NEXT as ngx_uint_t;\n",
+    replace:
+        "        let state = ngx::ffi::NGX_PEER_FAILED as ngx_uint_t; let _ = NGX_PEER_NEXT;\n",
     tests: &[
         ("soundness", "a_peer_handed_back_unused_is_not_failed_twice"),
         DEAD_STAYS_DEAD,
@@ -244,6 +245,38 @@ pub(super) const REPLACED_COOKIE_KEPT_1_31_4: Mutant = Mutant {
     find: "                h.hash = 0;\n",
     replace: "                let _ = h.hash;\n",
     tests: &[("balancers", "sticky_cookie")],
+    core: false,
+    whole_suite: false,
+    version: NEWEST,
+};
+
+/// Issue 47, item 3: a handed-back peer freed with state 0, as a success,
+/// which `sticky learn` (without `header`) learns for the session.
+pub(super) const HAND_BACK_LEARNED_1_31_4: Mutant = Mutant {
+    name: "hand-back-learned-1.31.4",
+    file: LIVE,
+    find: "        let state = NGX_PEER_NEXT as ngx_uint_t;\n",
+    replace: "        let state = 0 as ngx_uint_t; let _ = NGX_PEER_NEXT; // a success\n",
+    tests: &[(
+        "balancers",
+        "sticky::a_peer_handed_back_is_not_learned_for_the_session",
+    )],
+    core: false,
+    whole_suite: false,
+    version: NEWEST,
+};
+
+/// Issue 47, item 3: a fresh state's cookie hidden only when the outcome
+/// gives a peer, so a rescue that ends all tried sends two.
+pub(super) const ALL_TRIED_COOKIES_KEPT_1_31_4: Mutant = Mutant {
+    name: "all-tried-cookies-kept-1.31.4",
+    file: PEER,
+    find: "    if data.state.resnapshots > 0 {\n",
+    replace: "    if data.state.resnapshots > 0 && decision.outcome.gives_peer() {\n",
+    tests: &[(
+        "balancers",
+        "sticky::an_all_tried_502_sends_one_cookie_per_name",
+    )],
     core: false,
     whole_suite: false,
     version: NEWEST,
