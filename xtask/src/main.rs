@@ -135,7 +135,7 @@ build        build nginx, the patched nginx and the module into target/nginx/VER
                                    flags, proven to load into it with nginx -t
 nginx-test   build, then run the unit tests and the nginx integration suite
              (same options; arguments after `--` go to the test binaries, e.g. a
-             test name filter); `--nginx all` is CI's run: the whole suite on
+             filter of test paths, `race::` or `--exact race::NAME`); `--nginx all` is CI's run: the whole suite on
              {DEFAULT}, the matrix tests on every other version, and Debian
 nginx-tests  build, then only nginx's own test suite (nginx-tests: upstream,
              proxy and stream proxy files), four ways: stock, module on, patched,
@@ -159,7 +159,7 @@ dist         the source release for packagers: target/dist/generation-retry-VERS
              by ./configure --add-dynamic-module and make modules; --out DIR
 external     build nginx with other flags and the module against it (NGINX_BUILD_DIR,
              --add-dynamic-module) into target/nginx/{DEFAULT}/external/, then
-             run t/tests/external.rs
+             run the suite's `external` module
 lab          build, then stock nginx beside nginx with the module under the same
              load and faults; `cargo xtask lab --help` for its options;
              --nginx VERSION and --nginx-source PATH as for build (one nginx)

@@ -75,6 +75,13 @@ pub use catalogue::{Mutant, MUTANTS};
 /// configured on its own), not this copy's; `angie` tests Angie.
 const NOT_THE_MUTANTS: &[&str] = &["external", "install", "dist", "angie"];
 
+#[test]
+fn the_do_nothing_mutant_leaves_out_what_the_whole_suite_does() {
+    for m in crate::harness::NOT_IN_ANOTHER_WHOLE_SUITE {
+        assert!(NOT_THE_MUTANTS.contains(m), "{m}");
+    }
+}
+
 /// `cargo xtask mutants [--only NAME,...] [--list]`.
 pub fn command(args: &[String]) -> Result {
     let mut only: Option<Vec<String>> = None;

@@ -48,7 +48,11 @@ pub fn command(args: &[String]) -> Result {
             s.what,
             s.build_s,
             s.test_s,
-            format!("{:.0}-{:.0}", s.ended_at - s.test_s, s.ended_at),
+            if s.test_s > 0.0 {
+                format!("{:.0}-{:.0}", s.ended_at - s.test_s, s.ended_at)
+            } else {
+                "-".into()
+            },
             s.totals.passed,
             s.totals.failed,
             if s.ok { "" } else { "  FAILED" }
@@ -126,7 +130,6 @@ fn all(extra: &[String]) -> Vec<Step> {
     });
     let started = Instant::now();
     let built = build::build_version(DEFAULT, None);
-    let _ = precompile.join();
     let build_s = started.elapsed().as_secs_f64();
     let default_built = built.as_ref().ok().cloned();
     // From here on the default version's module is built beside every
@@ -156,13 +159,13 @@ fn all(extra: &[String]) -> Vec<Step> {
         let _ = send.send(Made::Debian(made, began.elapsed().as_secs_f64()));
     });
 
+    // Its tests need the suite compiled; the builder started without it.
+    let _ = precompile.join();
     let mut external_s = 0.0;
     let mut default_step = {
         let (made, external_s) = (&made, &mut external_s);
         let stages = Stages {
             last: &["external"],
-            modules: Modules::AllBut(NOT_IN_THE_WHOLE_SUITE),
-            strict: false,
             before_last: Some(Box::new(move || match made.recv() {
                 Ok(Made::External(r, secs)) => {
                     *external_s = secs;
@@ -170,6 +173,8 @@ fn all(extra: &[String]) -> Vec<Step> {
                 }
                 _ => Err("the external builds were not made".into()),
             })),
+            // test_step sets the modules.
+            ..Stages::default()
         };
         test_step(DEFAULT, built, build_s, true, extra, None, Some(stages))
     };
@@ -369,7 +374,11 @@ fn test_step(
         cmd.env(OTHER_MODULES_ENV, "1");
     }
     let mut test_args: Vec<String> = extra.iter().skip_while(|a| *a == "--").cloned().collect();
+    // Every module a selection names must run a test, unless a filter
+    // (the caller's, or the skip of an absent patched nginx) narrows it.
+    let mut strict = extra.is_empty();
     if !built.install.join("patched/sbin/nginx").is_file() {
+        strict = false;
         // A version without nginx-src-patches has no patched nginx.
         eprintln!(
             "xtask: nginx {}: no patched nginx, its tests left out",
@@ -402,7 +411,7 @@ fn test_step(
     println!("xtask: nginx {}: tests", built.version);
     let mut stages = staged.unwrap_or_default();
     stages.modules = modules;
-    stages.strict = extra.is_empty();
+    stages.strict = strict;
     let result = crate::harness::parallel::run_tests_staged(&cmd, &mut step.totals, stages);
     // A filter may well match nothing in one version's binaries.
     let result = match result {

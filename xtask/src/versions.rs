@@ -24,7 +24,7 @@ use crate::workspace::Result;
 pub use crate::workspace::DEFAULT;
 
 /// What CI runs on a codebase of [`CODEBASES`] (`harness::matrix_tests`
-/// names the test binaries of each).
+/// names the suite's modules of each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Runs {
     /// The default: every test of the workspace, the external builds,
@@ -210,7 +210,7 @@ pub fn usage(command: &str) -> String {
         );
     } else {
         out.push_str(
-            "  -- ARGS               after `--`, to the test binaries (e.g. a test name filter)\n",
+            "  -- ARGS               after `--`, to the test binaries (e.g. `race::`, a test path filter)\n",
         );
     }
     out.push_str("  --help, -h            this");

@@ -160,7 +160,12 @@ async fn main() -> ExitCode {
     let patched = Flavor::patched_available();
     let arms = args.arms(patched);
     if arms.iter().any(|a| a.patched()) && !patched {
-        eprintln!("the patched arm needs target/nginx/1.28.0/patched (cargo xtask build)");
+        eprintln!(
+            "the patched arm needs {} (cargo xtask build)",
+            generation_retry_t::nginx::install_dir()
+                .join("patched")
+                .display()
+        );
         return ExitCode::from(2);
     }
     let o = &args.options();

@@ -250,9 +250,10 @@ fn list(b: &Binary, from: &Command, pick: &[String]) -> Result<Vec<String>> {
         .collect())
 }
 
-/// A suite's module of each test, its path's first segment.
-fn module_of(test: &str) -> &str {
-    test.split("::").next().unwrap_or(test)
+/// A suite's module of each test, its path's first segment; none for a
+/// test written in the suite's root, which no selection could name.
+fn module_of(test: &str) -> Option<&str> {
+    test.split_once("::").map(|(m, _)| m)
 }
 
 /// The jobs of `all`: a unit-test binary whole, a suite one per module
@@ -274,7 +275,7 @@ fn jobs_of(
         let missing: Vec<&&str> = modules
             .named()
             .iter()
-            .filter(|m| !every.iter().any(|t| module_of(t) == **m))
+            .filter(|m| !every.iter().any(|t| module_of(t) == Some(**m)))
             .collect();
         if !missing.is_empty() && matches!(modules, Modules::Only(_)) {
             return Err(format!(
@@ -290,7 +291,12 @@ fn jobs_of(
         let package = b.dir.file_name().map(|d| d.to_string_lossy().into_owned());
         let mut by_module: Vec<(String, Vec<String>)> = Vec::new();
         for t in picked {
-            let m = module_of(&t);
+            let Some(m) = module_of(&t) else {
+                return Err(format!(
+                    "{}: test {t} is in the suite's root: write it in a module",
+                    b.exe.display()
+                ));
+            };
             if !modules.runs(m) {
                 continue;
             }

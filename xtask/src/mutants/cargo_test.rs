@@ -71,19 +71,35 @@ pub(super) fn cargo_test(
 ) -> Result<Results> {
     let mut attempt = 1;
     let (ok, lines) = loop {
-        let mut cmd = cargo();
-        cmd.args(["test", "-p", "generation-retry-t", "--test", "suite", "--"]);
-        if names.is_empty() {
-            // A filter matches anywhere: `race::` runs `module_race::` too,
-            // whose results are dropped below.
-            cmd.arg(format!("{binary}::"));
+        let suite = || {
+            let mut cmd = cargo();
+            cmd.args(["test", "-p", "generation-retry-t", "--test", "suite", "--"]);
+            cmd
+        };
+        // The module's tests by name: a filter matches anywhere (`race::`
+        // would run `module_race::` too), so the whole module is listed.
+        let exact: Vec<String> = if names.is_empty() {
+            let (_, listed) = run_logged(suite().args(["--list", "--format", "terse"]), log)?;
+            listed
+                .iter()
+                .filter_map(|l| l.strip_suffix(": test"))
+                .filter(|t| t.starts_with(&format!("{binary}::")))
+                .map(String::from)
+                .collect()
         } else {
-            cmd.arg("--exact")
-                .args(names.iter().map(|n| format!("{binary}::{n}")));
-        }
-        cmd.env("GENERATION_RETRY_NGINX_DIR", install_dir);
-        matrix_env(&mut cmd);
-        let (ok, lines) = run_logged(&mut cmd, log)?;
+            names.iter().map(|n| format!("{binary}::{n}")).collect()
+        };
+        // No name: the suite did not build (or lost the module); never a
+        // bare `--exact`, which would run every test.
+        let (ok, lines) = if exact.is_empty() {
+            (false, Vec::new())
+        } else {
+            let mut cmd = suite();
+            cmd.arg("--exact").args(&exact);
+            cmd.env("GENERATION_RETRY_NGINX_DIR", install_dir);
+            matrix_env(&mut cmd);
+            run_logged(&mut cmd, log)?
+        };
         let started = lines.iter().any(|l| l.starts_with("running "));
         if ok || started || attempt == BUILD_ATTEMPTS {
             break (ok, lines);
@@ -98,9 +114,6 @@ pub(super) fn cargo_test(
         attempt += 1;
     };
     let mut r = parse_results(&lines, "");
-    let ours = |id: &String| id.starts_with(&format!("{binary}::"));
-    r.passed.retain(ours);
-    r.failed.retain(ours);
     let finished = lines.iter().any(|l| l.starts_with("test result: "));
     if !ok && !finished {
         let timed_out = names
