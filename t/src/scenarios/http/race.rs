@@ -171,6 +171,10 @@ impl Lab {
     /// worker closes while idle would fail on the client's side of the
     /// keepalive race), for 6 s, the upgrade 1 s in. What the load got.
     pub async fn upgrade_under_load(&mut self) -> Vec<Sent> {
+        // Drop our connections to the old worker first, so it can exit (as
+        // `reconfigure` does): a pool may hold one it opened and never sent
+        // a request on, which nginx's graceful exit waits for.
+        self.reload_clients();
         let client = Client::without_keepalive(self.nginx.url(""));
         let load = tokio::spawn(async move {
             open_loop(&client, 100.0, Duration::from_secs(6), |i| {
