@@ -25,7 +25,7 @@ use generation_retry_t::memcheck::patience;
 use generation_retry_t::nginx::gdb::{worker_pids, Breakpoint};
 use generation_retry_t::nginx::{free_port, Config, Fix, Nginx};
 use generation_retry_t::scenarios::http::{
-    patched_rescue_line, status_object, wait_peers, Lab, Spec, NAME,
+    patched_rescue_line, status_object, wait_peers, Lab, Spec,
 };
 use generation_retry_t::scenarios::stream::NAME as STREAM_NAME;
 use generation_retry_t::scoring::errorlog::NO_LIVE;
@@ -36,19 +36,6 @@ use tokio::task::JoinHandle;
 
 /// nginx's line when a peer reaches `max_fails`.
 const DISABLED: &str = "upstream server temporarily disabled";
-
-/// Points the name at `ips` and waits until nginx's one worker applied it.
-async fn point(lab: &Lab, ips: &[Ipv4Addr]) {
-    let since = Instant::now();
-    let answer = Answer::A(ips.to_vec());
-    lab.dns.set(NAME, answer.clone());
-    lab.dns
-        .wait_answered(NAME, &answer, since, patience(Duration::from_secs(10)))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", lab.nginx.error_log()));
-    // The answer's datagram was read before this request's connection.
-    let _ = lab.client.get("/applied").await;
-}
 
 /// A GET of `path` whose first attempt the backend holds at an address
 /// `want` accepts: paths `{prefix}{i}` until one is (a hashing balancer
@@ -128,12 +115,12 @@ async fn lost_a_peer(fix: Fix) {
     };
     let lab = Lab::start_spec(spec).await;
     let all = [ADDR_A, ADDR_B, ADDR_C];
-    point(&lab, &all).await;
+    lab.point(&all).await;
     let (path, held, request) = held_at(&lab, &format!("{UNAVAILABLE_PATH}race/"), |_| true).await;
     let x = held.addr;
     let others: Vec<Ipv4Addr> = all.into_iter().filter(|a| *a != x).collect();
     let y = others[0];
-    point(&lab, &[x, y]).await;
+    lab.point(&[x, y]).await;
     held.close();
     let r = request.await.expect("client task");
 
@@ -321,7 +308,7 @@ async fn patched_a_peer_handed_back_unused_is_not_failed_twice() {
 async fn handed_back_once(fix: Fix) {
     let lab = Lab::start_spec(hashed(fix, 2)).await;
     let (path, held, request) = held_at(&lab, "/twice/", |a| a == ADDR_C).await;
-    point(&lab, &[ADDR_B]).await;
+    lab.point(&[ADDR_B]).await;
     held.close();
     let r = request.await.expect("client task");
     let log = lab.nginx.error_log();
@@ -350,7 +337,7 @@ async fn an_error_after_a_hand_back_logs_no_handed_back_peer() {
     let lab = Lab::start_spec(hashed(Fix::Module, 0)).await;
     let worker = worker_pids(&lab.nginx, 1).await[0];
     let (path, held, request) = held_at(&lab, "/name/", |a| a == ADDR_C).await;
-    point(&lab, &[ADDR_B]).await;
+    lab.point(&[ADDR_B]).await;
     // The retry's selection (refused: the generation moved), the fresh
     // state's first (C, handed back), then the one that fails.
     let bp = Breakpoint::attach(worker, "ngx_http_upstream_get_hash_peer", 2)
@@ -394,7 +381,7 @@ async fn patched_an_error_after_a_hand_back_logs_no_handed_back_peer() {
     let lab = Lab::start_spec_with(spec, &[("SERVER_EXTRA", missing)]).await;
     let worker = worker_pids(&lab.nginx, 1).await[0];
     let (path, held, request) = held_at(&lab, "/name/", |a| a == ADDR_C).await;
-    point(&lab, &[ADDR_B]).await;
+    lab.point(&[ADDR_B]).await;
     let bp = Breakpoint::attach(worker, "ngx_http_upstream_get_hash_peer", 1)
         .await
         .unwrap();

@@ -8,14 +8,13 @@
 //! the held connection, so that nginx retries under a moved generation.
 
 use std::net::Ipv4Addr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use generation_retry_t::actors::backend::{Held, ADDR_A, ADDR_B, ADDR_C};
-use generation_retry_t::actors::dns::Answer;
 use generation_retry_t::actors::load::Response;
 use generation_retry_t::memcheck::patience;
 use generation_retry_t::nginx::Fix;
-use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Spec, NAME};
+use generation_retry_t::scenarios::http::{patched_rescue_line, Lab, Spec};
 use generation_retry_t::scoring::metrics::{Counter, NoLiveCause, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 use tokio::task::JoinHandle;
@@ -81,7 +80,7 @@ async fn not_learned(fix: Fix) {
     // and learned there: only the held one's session matters.
     let (i, held, request) = held_at(&lab, |i| format!("/learn/{i}?session=s{i}"), ADDR_C).await;
     let (path, session) = (format!("/learn/{i}?session=s{i}"), format!("s{i}"));
-    point(&lab, &[ADDR_B]).await;
+    lab.point(&[ADDR_B]).await;
     let hold = lab.backend.arm_hold_any();
     held.close();
     let second = hold
@@ -159,7 +158,7 @@ async fn all_tried(fix: Fix) {
         ..Spec::two_peers(fix.flavor(), "", &format!("{COOKIE} {}", fix.on()))
     };
     let lab = Lab::start_spec(spec).await;
-    point(&lab, &[ADDR_A, ADDR_B, ADDR_C]).await;
+    lab.point(&[ADDR_A, ADDR_B, ADDR_C]).await;
     let wait = patience(Duration::from_secs(10));
     let path = "/all-tried";
     let hold = lab.backend.arm_hold_any();
@@ -175,7 +174,7 @@ async fn all_tried(fix: Fix) {
     let y = second.addr;
     let mut tried = [x, y];
     tried.sort();
-    point(&lab, &tried).await;
+    lab.point(&tried).await;
     second.close();
     let r = request.await.expect("client task");
 
@@ -198,19 +197,6 @@ async fn all_tried(fix: Fix) {
         assert_eq!(n, 1, "{lines:#?}");
     }
     lab.finish();
-}
-
-/// Points the name at `ips` and waits until nginx's one worker applied it.
-async fn point(lab: &Lab, ips: &[Ipv4Addr]) {
-    let since = Instant::now();
-    let answer = Answer::A(ips.to_vec());
-    lab.dns.set(NAME, answer.clone());
-    lab.dns
-        .wait_answered(NAME, &answer, since, patience(Duration::from_secs(10)))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", lab.nginx.error_log()));
-    // The answer's datagram was read before this request's connection.
-    let _ = lab.client.get("/applied").await;
 }
 
 /// A GET of `path(i)` whose first attempt the backend holds at `want`,

@@ -141,15 +141,24 @@ impl Lab {
     /// so the worker has read it, and applied it to the upstream, by the
     /// time it answers.
     pub async fn wait_applied(&self, ip: Ipv4Addr, since: Instant) {
+        self.wait_answer_applied(&Answer::A(vec![ip]), since).await;
+    }
+
+    /// Points [`NAME`] at `ips` and waits until nginx's one worker applied
+    /// them, as [`Lab::wait_applied`] proves it.
+    pub async fn point(&self, ips: &[Ipv4Addr]) {
+        let since = Instant::now();
+        let answer = Answer::A(ips.to_vec());
+        self.dns.set(NAME, answer.clone());
+        self.wait_answer_applied(&answer, since).await;
+    }
+
+    async fn wait_answer_applied(&self, answer: &Answer, since: Instant) {
         self.dns
-            .wait_answered(
-                NAME,
-                &Answer::A(vec![ip]),
-                since,
-                patience(Duration::from_secs(10)),
-            )
+            .wait_answered(NAME, answer, since, patience(Duration::from_secs(10)))
             .await
             .unwrap_or_else(|e| panic!("{e}\n{}", self.nginx.error_log()));
+        // The answer's datagram was read before this request's connection.
         let _ = self.client.get("/applied").await;
     }
 
