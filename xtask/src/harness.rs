@@ -10,7 +10,7 @@ use crate::workspace::{cargo, root, target_dir, Result};
 
 pub mod parallel;
 
-/// The test binaries every version of the matrix runs besides the default
+/// The suite's modules every version of the matrix runs besides the default
 /// (which runs them all): the http and stream races (stock fails, `on`
 /// rescues, `off` counts, patched rescues), the balancer rows, the
 /// directive matrix, the status endpoint, the mid-selection race, the
@@ -103,7 +103,7 @@ const MATRIX_TESTS_NO_INSTALL: &[&str] = match MATRIX_TESTS.split_last() {
 /// budget: about 50 s each.
 const TWIN_TESTS: &[&str] = TENGINE_TESTS;
 
-/// The test binaries the matrix runs on `version`, as its row of
+/// The suite's modules the matrix runs on `version`, as its row of
 /// [`versions::CODEBASES`] says.
 pub fn matrix_tests(version: &str) -> &'static [&'static str] {
     match versions::runs(version) {
@@ -146,8 +146,8 @@ pub fn matrix_env(cmd: &mut Command) {
     }
 }
 
-/// The `n` slowest test binaries of `totals`, for the closing table:
-/// `tests/statistical.rs 75 s, tests/dist.rs 51 s`.
+/// The `n` slowest test binaries or modules of `totals`, for the closing table:
+/// `t/statistical 75 s, t/dist 51 s`.
 pub fn slowest(totals: &TestTotals, n: usize) -> String {
     let mut b: Vec<&(String, f64)> = totals.binaries.iter().collect();
     b.sort_by(|x, y| y.1.total_cmp(&x.1));

@@ -34,7 +34,7 @@
 //! would "catch" anything.
 //!
 //! The do-nothing mutant (the module loads and its directives parse, but it
-//! never wraps a selection) runs every test binary instead, and is caught
+//! never wraps a selection) runs every module of the suite instead, and is caught
 //! only when every test that still passes declares itself a non-regression
 //! guard: a line of its doc comment starts `/// Non-regression guard:`,
 //! followed by why passing without the module's work is right

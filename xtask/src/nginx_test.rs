@@ -292,7 +292,7 @@ fn version_steps(
 /// the modules named.
 fn suite_command<'a>(default: bool, only: Option<&'a [&'a str]>) -> (Command, Modules<'a>) {
     let mut cmd = cargo();
-    // Every test binary runs even when one fails: the table shows all.
+    // Every test binary and module runs even when one fails: the table shows all.
     cmd.args(["test", "--no-fail-fast"]);
     let modules = match only {
         Some(tests) => {

@@ -21,7 +21,7 @@ use crate::harness::{harness_command, suite_test, TestTotals};
 use crate::memcheck::{self, ENV};
 use crate::workspace::{run, target_dir, Result};
 
-/// The test binaries of the full run (timing-dependent ones excluded: see
+/// The suite's modules of the full run (timing-dependent ones excluded: see
 /// docs/testing.md, "Memory safety").
 const TESTS: &[&str] = &[
     "race",

@@ -27,12 +27,12 @@ pub struct Mutant {
     pub file: &'static str,
     pub find: &'static str,
     pub replace: &'static str,
-    /// The tests that should catch it: (test binary of `t/tests`, the
+    /// The tests that should catch it: (module of `t/tests/suite.rs`, the
     /// test's exact name).
     pub tests: &'static [(&'static str, &'static str)],
     /// Also run `generation-retry-core`'s unit tests (a mutant of core).
     pub core: bool,
-    /// Run every test binary, and judge by [`super::guards`] (the
+    /// Run every module of the suite, and judge by [`super::guards`] (the
     /// do-nothing module).
     pub whole_suite: bool,
     /// The nginx the mutant is built for and tested on: the default
