@@ -31,8 +31,11 @@ use crate::workspace::Result;
 /// (`--nginx all`'s builds at the idle scheduling class do: they take
 /// only the CPU time the tests leave): `statistical`
 /// holds the lab's latency claims, `diagnose_mixed` places 502s by their
-/// timing under load.
-pub const ALONE: &[&str] = &["statistical", "diagnose_mixed"];
+/// timing under load, and `diagnose` checks the lab arms' timed claims
+/// (no 502 outside a swap's window) before it scores the tool (beside
+/// three other modules on a matrix version it failed both, in a
+/// clean-clone run).
+pub const ALONE: &[&str] = &["statistical", "diagnose_mixed", "diagnose"];
 
 /// Binaries whose tests mostly wait, each test with its own nginx, DNS
 /// server and backend (resolver timers, held requests), and how many of
