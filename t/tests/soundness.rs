@@ -75,15 +75,6 @@ fn assert_answered(r: &Response, status: u16, ip: Ipv4Addr, log: &str) {
     );
 }
 
-/// The addresses the backend saw `path` at, in order.
-fn reached(lab: &Lab, path: &str) -> Vec<Ipv4Addr> {
-    let seen = lab.backend.seen();
-    seen.iter()
-        .filter(|s| s.path == path)
-        .map(|s| s.addr)
-        .collect()
-}
-
 /// Defect A: the tries a request keeps on a fresh state. The name holds
 /// {X, Y, Z}, so the request has 3 tries; its first attempt fails at X (2
 /// left); Z leaves the list and the request re-snapshots onto {X, Y}, where
@@ -126,7 +117,7 @@ async fn lost_a_peer(fix: Fix) {
 
     let log = lab.nginx.error_log();
     assert_answered(&r, 503, y, &log);
-    assert_eq!(reached(&lab, &path), [x, y], "{log}");
+    assert_eq!(lab.backend.reached(&path), [x, y], "{log}");
     if fix == Fix::Module {
         let s = lab.status(UPSTREAM).await;
         assert_eq!(s.count(Counter::Rescued), 1, "{s}");
@@ -399,6 +390,6 @@ async fn patched_an_error_after_a_hand_back_logs_no_handed_back_peer() {
     assert_eq!(opened.len(), 1, "{log}");
     let named = format!("upstream: \"http://{UPSTREAM}{path}\"");
     assert!(opened[0].contains(&named), "not {named}: {}", opened[0]);
-    assert_eq!(reached(&lab, &path), [ADDR_C], "{log}");
+    assert_eq!(lab.backend.reached(&path), [ADDR_C], "{log}");
     lab.finish();
 }

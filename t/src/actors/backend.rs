@@ -304,6 +304,16 @@ impl Backend {
         self.by_path(method, |s| s.outcome == Outcome::Answered)
     }
 
+    /// The addresses `path` was received at, in order: where each attempt
+    /// of a request went.
+    pub fn reached(&self, path: &str) -> Vec<Ipv4Addr> {
+        self.seen()
+            .iter()
+            .filter(|s| s.path == path)
+            .map(|s| s.addr)
+            .collect()
+    }
+
     /// How many times each path reached the backend for `method`.
     pub fn received_by_path(&self, method: &str) -> HashMap<String, usize> {
         self.by_path(method, |_| true)

@@ -92,7 +92,7 @@ async fn not_learned(fix: Fix) {
     let r = request.await.expect("client task");
     let log = lab.nginx.error_log();
     assert_eq!(r.status(), 502, "{r:?}\n{log}");
-    assert_eq!(reached(&lab, &path), [ADDR_C, ADDR_B], "{log}");
+    assert_eq!(lab.backend.reached(&path), [ADDR_C, ADDR_B], "{log}");
     if fix == Fix::Module {
         let s = lab.status(UPSTREAM).await;
         assert_eq!(
@@ -180,7 +180,7 @@ async fn all_tried(fix: Fix) {
 
     let log = lab.nginx.error_log();
     assert_eq!(r.status(), 502, "{r:?}\n{log}");
-    assert_eq!(reached(&lab, path), [x, y], "{log}");
+    assert_eq!(lab.backend.reached(path), [x, y], "{log}");
     let problems = cookie_problems(&r.headers, true);
     assert!(problems.is_empty(), "{problems:#?}\n{log}");
     if fix == Fix::Module {
@@ -236,13 +236,4 @@ async fn path_to(lab: &Lab, prefix: &str, ip: Ipv4Addr) -> String {
         }
     }
     panic!("no path under {prefix} went to {ip}");
-}
-
-/// The addresses the backend saw `path` at, in order.
-fn reached(lab: &Lab, path: &str) -> Vec<Ipv4Addr> {
-    let seen = lab.backend.seen();
-    seen.iter()
-        .filter(|s| s.path == path)
-        .map(|s| s.addr)
-        .collect()
 }
