@@ -144,16 +144,6 @@ pub enum Outcome {
     Errored { fault: Fault, code: isize },
 }
 
-impl Outcome {
-    /// Whether nginx gets a peer (`NGX_OK`, `NGX_DONE`).
-    pub fn gives_peer(&self) -> bool {
-        matches!(
-            self,
-            Outcome::Pass(Selection::Peer(_)) | Outcome::Rescued { .. }
-        )
-    }
-}
-
 /// Counter increments one selection produced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally(pub [u32; COUNTERS]);

@@ -272,7 +272,11 @@ pub(super) const ALL_TRIED_COOKIES_KEPT_1_31_4: Mutant = Mutant {
     name: "all-tried-cookies-kept-1.31.4",
     file: PEER,
     find: "    if data.state.resnapshots > 0 {\n",
-    replace: "    if data.state.resnapshots > 0 && decision.outcome.gives_peer() {\n",
+    replace: concat!(
+        "    if data.state.resnapshots > 0\n",
+        "        && matches!(decision.outcome, Outcome::Pass(Selection::Peer(_)) | Outcome::Rescued { .. })\n",
+        "    {\n",
+    ),
     tests: &[(
         "balancers",
         "sticky::an_all_tried_502_sends_one_cookie_per_name",
