@@ -19,6 +19,8 @@
 //!   selection, answered as nginx answers them;
 //! - [`killed_worker`]: a worker SIGKILLed while held inside a rescue;
 //! - [`full_zone`]: no room in the zone for a reload's new upstream;
+//! - [`single_peer`]: a list that shrinks to the tried peer between a
+//!   failed attempt's free and the retry's selection;
 //!
 //! and [`common`], the two-worker nginx, its DNS and gdb, that they share.
 
@@ -28,3 +30,4 @@ mod first_selection;
 mod full_zone;
 mod killed_worker;
 mod max;
+mod single_peer;

@@ -313,7 +313,7 @@ pub const FAMILIES: &[Family] = &[
     Family {
         name: "nginx_generation_retry_retried_total",
         kind: Kind::Counter,
-        help: "Peers given after a re-snapshot whose address the request had already tried, passed on because the list has a single peer.",
+        help: "Peers given after a re-snapshot whose address the request had already tried, passed on because the list has a single peer and the attempt that failed was on a cached connection.",
         label: None,
         series: &[plain(Value::Counter(Counter::Retried))],
     },

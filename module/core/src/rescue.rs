@@ -18,7 +18,8 @@
 //! would pick among the untried peers on a retry. When none is left, the
 //! selection ends in `no live upstreams` (cause `unavailable`), as a
 //! request that tried every peer of one snapshot does. A list of a single
-//! peer is exempt, as nginx's tried bitmap does not apply to one.
+//! peer is exempt when the attempt that failed was on a cached connection,
+//! as nginx then retries the one peer it keeps no tried bitmap for.
 //!
 //! [`Snapshot::select`] runs that rule over a [`Balancer`], the few things it
 //! needs from nginx, and returns a [`Decision`]: what to answer nginx, what
@@ -90,6 +91,11 @@ pub trait Balancer {
     /// already tried: an earlier attempt of it was freed (failed, or
     /// passed over).
     fn tried_before(&self) -> bool;
+    /// Whether the attempt this request last passed over was on a cached
+    /// (keepalive) connection, which the server may have closed while it
+    /// was idle: the one case nginx tries a single peer again
+    /// (`ngx_http_upstream_next`'s `tries++`). Never in stream.
+    fn tried_cached(&self) -> bool;
     /// Hands the peer the last `select` gave back unused: the balancer's
     /// own `free` as an attempt never made (no failure added and none
     /// cleared: a dead peer stays dead, a live one is not disabled), which
@@ -409,11 +415,11 @@ impl Snapshot {
 /// with tries to spare would otherwise retry an answer nginx passes on
 /// (a 503 under `http_503`) into a refusal, as every peer left was tried.
 /// The tried peers the fresh state gives are handed back without using a
-/// try: they are already left out here. A list of one peer is exempt, as
-/// in [`untried`].
+/// try: they are already left out here. A list of one peer nginx would
+/// retry is exempt, as in [`untried`].
 fn fresh_tries<B: Balancer>(b: &B, left: usize) -> usize {
     let fresh = b.tries();
-    if b.peer_counts() == (1, 0) {
+    if retries_single(b) {
         return left.min(fresh);
     }
     left.min(fresh.saturating_sub(b.tried_in_list()))
@@ -425,25 +431,29 @@ fn fresh_tries<B: Balancer>(b: &B, left: usize) -> usize {
 /// peer was handed back. `tries` is the request's, restored after each
 /// `free`.
 ///
-/// A list of one peer and no backup is left alone: round-robin, and every
-/// balancer, which all fall back to it there, keeps no tried bitmap for a
-/// single peer, and nginx retries that peer (after a stale keepalive
-/// connection, say); so does the rule, and counts it (`Retried`). Otherwise bounded by the list's
-/// size: a balancer that keeps giving tried peers ends in `Busy` after as
-/// many selections as the list has peers, plus one.
+/// A list of one peer and no backup, after an attempt on a cached
+/// connection failed, is left alone: round-robin, and every balancer, which
+/// all fall back to it there, keeps no tried bitmap for a single peer, and
+/// nginx retries that peer then (a keepalive connection the server closed);
+/// so does the rule, and counts it (`Retried`). After any other failure
+/// nginx leaves a single peer no try, and the rule hands it back like any
+/// tried peer: a list that shrank to the address a request just timed out
+/// on is not sent the request again. Bounded by the list's size: a
+/// balancer that keeps giving tried peers ends in `Busy` after as many
+/// selections as the list has peers, plus one.
 fn untried<B: Balancer>(
     b: &mut B,
     mut given: Selection,
     tries: usize,
     tally: &mut Tally,
 ) -> (Selection, bool) {
-    let (primary, backup) = b.peer_counts();
-    if (primary, backup) == (1, 0) {
+    if retries_single(b) {
         if matches!(given, Selection::Peer(_)) && b.tried_before() {
             tally.add(Counter::Retried);
         }
         return (given, false);
     }
+    let (primary, backup) = b.peer_counts();
     let mut left = primary + backup;
     let mut excluded = false;
     while matches!(given, Selection::Peer(_)) && b.tried_before() {
@@ -458,6 +468,12 @@ fn untried<B: Balancer>(
         given = b.select();
     }
     (given, excluded)
+}
+
+/// Whether nginx would try the list's one peer again: a list of one peer
+/// and no backup, after an attempt on a cached connection failed.
+fn retries_single<B: Balancer>(b: &B) -> bool {
+    b.peer_counts() == (1, 0) && b.tried_cached()
 }
 
 #[cfg(test)]

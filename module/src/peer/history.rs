@@ -31,6 +31,8 @@ struct Tried {
 pub(super) struct History {
     pool: *mut ngx_pool_t,
     head: *mut Tried,
+    /// The attempt recorded last was on a cached connection.
+    cached: bool,
 }
 
 impl History {
@@ -39,6 +41,7 @@ impl History {
         History {
             pool,
             head: ptr::null_mut(),
+            cached: false,
         }
     }
 
@@ -77,13 +80,21 @@ impl History {
         self.holds_addr(pc.sockaddr, pc.socklen)
     }
 
-    /// Records `pc`'s current address, once. Out of line: only a failed
-    /// attempt gets here. A pool allocation failure loses the record, not
-    /// the request: the address may then be tried again, as without the
-    /// module.
+    /// Whether the attempt recorded last was on a cached (keepalive)
+    /// connection: nginx tries a single peer again only after such an
+    /// attempt failed.
+    pub(super) fn cached(&self) -> bool {
+        self.cached
+    }
+
+    /// Records `pc`'s current address, once, and whether its connection
+    /// was a cached one. Out of line: only a failed attempt gets here. A
+    /// pool allocation failure loses the record, not the request: the
+    /// address may then be tried again, as without the module.
     #[cold]
     #[inline(never)]
     pub(super) fn record(&mut self, pc: &ngx_peer_connection_t) {
+        self.cached = pc.cached() != 0;
         let len = pc.socklen as usize;
         if pc.sockaddr.is_null() || len == 0 || len > mem::size_of::<ngx_sockaddr_t>() {
             return;

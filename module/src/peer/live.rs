@@ -134,6 +134,10 @@ impl<P: Proto> Balancer for Live<'_, P> {
         self.history.holds(unsafe { &*self.pc })
     }
 
+    fn tried_cached(&self) -> bool {
+        self.history.cached()
+    }
+
     fn tried_in_list(&self) -> usize {
         count_peers::<P>(self.uscf, |sockaddr, socklen| {
             self.history.holds_addr(sockaddr, socklen)

@@ -23,7 +23,7 @@ const TEMPLATE: &str = r#"
         resolver ${DNS} valid=1s ipv6=off;
         resolver_timeout 3s;
         server app.test:${BPORT} resolve;
-        keepalive 16;
+        ${POOL}
         generation_retry_resnapshot on max=${MAX};
     }
     server {
@@ -157,13 +157,26 @@ pub(crate) enum Stop {
 }
 
 /// [`TEMPLATE`] with `max=` and http lines `before` it, against `dns`
-/// and the backend's port.
+/// and the backend's port; the upstream caches connections (`${POOL}`,
+/// `keepalive 16;`).
 pub(crate) fn run_config(dns: &DnsServer, bport: u16, max: u32, before: &str) -> Config {
-    Config::new(Flavor::with_module(), format!("{before}{TEMPLATE}"))
+    run_config_of(Flavor::with_module(), dns, bport, max, before)
+}
+
+/// [`run_config`] for `flavor`, an nginx that loads the module.
+pub(crate) fn run_config_of(
+    flavor: Flavor,
+    dns: &DnsServer,
+    bport: u16,
+    max: u32,
+    before: &str,
+) -> Config {
+    Config::new(flavor, format!("{before}{TEMPLATE}"))
         .workers(2)
         .var("DNS", dns.addr())
         .var("BPORT", bport)
         .var("MAX", max)
+        .var("POOL", "keepalive 16;")
         .var("KEEPALIVE", KEEPALIVE_LOCATION)
 }
 

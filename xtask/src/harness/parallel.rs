@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 
 use super::{TestTotals, NO_TEST};
@@ -381,7 +381,7 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
         c.current_dir(&b.dir);
         c.args(test_threads(&b.name, test_args));
         copy_env(cmd, &mut c);
-        let (ok, text) = run_captured(&mut c);
+        let (status, text) = run_captured(&mut c);
         // One binary's output at a time, whole.
         let mut t = shared.lock().unwrap_or_else(|e| e.into_inner());
         let head = format!("     Running {} ({})", b.shown, b.exe.display());
@@ -391,11 +391,12 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
             println!("{line}");
             t.add(line);
         }
-        if !ok {
+        if let Some(why) = verdict(b, &status, &text) {
+            println!("xtask: {}: {why}", b.shown);
             failed
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(b.shown.clone());
+                .push(format!("{} ({why})", b.shown));
         }
     };
     for b in &alone {
@@ -438,6 +439,26 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
     Ok(())
 }
 
+/// Why a job failed, if it did: it exited with a failure or was killed
+/// (`status`), or, a suite's module, its output (`text`) holds no result
+/// of libtest or one that ran none of its tests, which a job never passes
+/// on the strength of another's.
+fn verdict(b: &Binary, status: &Result<ExitStatus>, text: &str) -> Option<String> {
+    match status {
+        Err(e) => return Some(e.clone()),
+        Ok(s) if !s.success() => return Some(format!("exited with {s}")),
+        Ok(_) if !b.suite => return None,
+        Ok(_) => {}
+    }
+    let mut t = TestTotals::default();
+    text.lines().for_each(|l| t.add(l));
+    if !text.lines().any(|l| l.starts_with("test result: ")) {
+        return Some("printed no test result".into());
+    }
+    (t.passed + t.failed + t.ignored == 0)
+        .then(|| format!("ran none of its {} tests", b.exact.len()))
+}
+
 /// How long each binary took when it last ran in this process (`--nginx
 /// all` runs the same binaries once per version).
 static SEEN: Mutex<Vec<(String, f64)>> = Mutex::new(Vec::new());
@@ -472,9 +493,9 @@ fn copy_env(from: &Command, to: &mut Command) {
     }
 }
 
-/// Runs `c` with stdout and stderr in one pipe, in order; whether it
-/// succeeded and what it wrote.
-fn run_captured(c: &mut Command) -> (bool, String) {
+/// Runs `c` with stdout and stderr in one pipe, in order; how it exited
+/// and what it wrote.
+fn run_captured(c: &mut Command) -> (Result<ExitStatus>, String) {
     let spawned = std::io::pipe().and_then(|(reader, writer)| {
         let err = writer.try_clone()?;
         let child = c.stdout(writer).stderr(err).stdin(Stdio::null()).spawn()?;
@@ -482,15 +503,17 @@ fn run_captured(c: &mut Command) -> (bool, String) {
     });
     let (reader, mut child) = match spawned {
         Ok(r) => r,
-        Err(e) => return (false, format!("cannot run {c:?}: {e}")),
+        Err(e) => return (Err(format!("cannot run {c:?}: {e}")), String::new()),
     };
     // The child holds the writing ends now; ours must go for the end.
     c.stdout(Stdio::null()).stderr(Stdio::null());
     let mut bytes = Vec::new();
     let mut reader = BufReader::new(reader);
     let _ = reader.read_to_end(&mut bytes);
-    let ok = child.wait().is_ok_and(|s| s.success());
-    (ok, String::from_utf8_lossy(&bytes).into_owned())
+    let status = child
+        .wait()
+        .map_err(|e| format!("cannot wait for {c:?}: {e}"));
+    (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]

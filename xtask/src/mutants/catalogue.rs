@@ -211,6 +211,7 @@ pub const MUTANTS: &[Mutant] = &[
     zone::WINDOW_OF_ONE,
     counting::CAUSE_SWAPPED,
     rescue::SINGLE_PEER_EXCLUDED,
+    rescue::SINGLE_PEER_RETRIED_AFTER_A_FRESH_CONNECTION,
     rescue::OFF_RESNAPSHOTS,
     // On the newest release: the module and the patches where `sticky`
     // and `least_time` run (guards on 1.28.0, which has neither), and each

@@ -49,6 +49,8 @@ struct Fake {
     tried_in_list: usize,
     /// A re-init meets a change of the list (and takes the new list).
     reinit_moves: bool,
+    /// The attempt last passed over was on a cached connection.
+    tried_cached: bool,
 }
 
 impl Fake {
@@ -67,6 +69,7 @@ impl Fake {
             fresh_tries: None,
             tried_in_list: 0,
             reinit_moves: false,
+            tried_cached: false,
         }
     }
 }
@@ -122,6 +125,9 @@ impl Balancer for Fake {
     }
     fn tried_before(&self) -> bool {
         self.holding_tried
+    }
+    fn tried_cached(&self) -> bool {
+        self.tried_cached
     }
     fn release(&mut self) {
         assert!(self.holding_tried, "only a tried peer is handed back");

@@ -149,3 +149,42 @@ fn waiting_binaries_run_more_tests_at_once_unless_told() {
     let told = ["--test-threads=1".to_string()];
     assert_eq!(test_threads("protocols", &told), None);
 }
+
+/// A module's job fails when it is killed, exits non-zero, prints no
+/// result of libtest, or runs none of its tests, whatever the other jobs
+/// passed (issue 48, item 5): each a real process, a script standing in
+/// for the suite.
+#[test]
+fn a_job_killed_silent_or_running_nothing_fails() {
+    let job = |exact: usize| Binary {
+        shown: "t/race".into(),
+        name: "race".into(),
+        exe: PathBuf::new(),
+        dir: PathBuf::new(),
+        suite: true,
+        exact: vec!["race::x".into(); exact],
+    };
+    let run = |script: &str| {
+        let (status, text) = run_captured(Command::new("sh").args(["-c", script]));
+        verdict(&job(2), &status, &text)
+    };
+    let result = |n: u32| {
+        format!("echo 'test result: ok. {n} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s'")
+    };
+    assert_eq!(run(&result(2)), None);
+    let killed = run(&format!("{}; kill -9 $$", result(2))).unwrap();
+    assert!(killed.contains("signal: 9"), "{killed}");
+    let failed = run(&format!("{}; exit 101", result(2))).unwrap();
+    assert!(failed.contains("101"), "{failed}");
+    assert_eq!(run("true").as_deref(), Some("printed no test result"));
+    assert_eq!(run(&result(0)).as_deref(), Some("ran none of its 2 tests"));
+    let e = run_captured(&mut Command::new("/nonexistent/suite")).0;
+    assert!(e.is_err_and(|e| e.contains("cannot run")));
+    // A unit-test binary may hold no test.
+    let (status, text) = run_captured(Command::new("sh").args(["-c", &result(0)]));
+    let unit = Binary {
+        suite: false,
+        ..job(0)
+    };
+    assert_eq!(verdict(&unit, &status, &text), None);
+}

@@ -78,9 +78,25 @@ pub(super) const REINIT_GENERATION_IGNORED: Mutant = Mutant {
 pub(super) const SINGLE_PEER_EXCLUDED: Mutant = Mutant {
     name: "single-peer-excluded",
     file: RESCUE,
-    find: "    if (primary, backup) == (1, 0) {\n",
-    replace: "    if (primary, backup) == (1, 0) && false {\n",
+    find: "    b.peer_counts() == (1, 0) && b.tried_cached()\n",
+    replace: "    false\n",
     tests: &[SINGLE_PEER],
+    core: true,
+    whole_suite: false,
+    version: DEFAULT,
+};
+
+/// Issue 47, item 3: a list that shrank to the one peer a request failed
+/// on over a fresh connection sends it there again.
+pub(super) const SINGLE_PEER_RETRIED_AFTER_A_FRESH_CONNECTION: Mutant = Mutant {
+    name: "single-peer-retried-after-a-fresh-connection",
+    file: RESCUE,
+    find: "    b.peer_counts() == (1, 0) && b.tried_cached()\n",
+    replace: "    b.peer_counts() == (1, 0)\n",
+    tests: &[(
+        "mid_selection",
+        "single_peer::a_list_shrunk_to_the_tried_peer_retries_it_only_after_a_cached_connection",
+    )],
     core: true,
     whole_suite: false,
     version: DEFAULT,

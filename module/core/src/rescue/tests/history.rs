@@ -85,9 +85,11 @@ fn a_fresh_list_caps_the_tries_at_its_untried_peers() {
     (f.tries, f.fresh_tries, f.tried_in_list) = (2, Some(6), 1);
     run(&mut f, ON, 1);
     assert_eq!(f.tries, 2);
-    // A list of one peer keeps no tried bitmap: its try is not taken.
+    // A list of one peer keeps no tried bitmap: after a cached connection
+    // failed, nginx retries it, and its try is not taken.
     let mut f = Fake::new(&[Step::BusyMoved, Step::Tried], &[]);
     (f.primary, f.tries, f.fresh_tries, f.tried_in_list) = (1, 1, Some(1), 1);
+    f.tried_cached = true;
     let (_, d) = run(&mut f, ON, 1);
     assert!(matches!(d.outcome, Outcome::Rescued { .. }), "{d:?}");
     assert_eq!(f.tries, 1);
@@ -145,12 +147,15 @@ fn later_selections_on_the_fresh_state_exclude_the_history_too() {
     assert_eq!(f.reinit_calls, 1);
 }
 
-/// One peer and no backup: nginx's balancers keep no tried bitmap for it
-/// and retry it (a stale keepalive connection), and so does the rule.
+/// One peer and no backup, after an attempt on a cached connection failed:
+/// nginx's balancers keep no tried bitmap for it and nginx retries it (a
+/// keepalive connection the server closed), and so does the rule, said out
+/// loud. After any other failure nginx leaves it no try: handed back, every
+/// peer tried, however many tries the request had when the list shrank.
 #[test]
-fn a_single_peer_list_is_not_excluded() {
+fn a_single_peer_list_is_retried_only_after_a_cached_connection() {
     let mut f = Fake::new(&[Step::BusyMoved, Step::Tried], &[]);
-    (f.primary, f.backup) = (1, 0);
+    (f.primary, f.backup, f.tried_cached) = (1, 0, true);
     let (_, d) = run(&mut f, ON, 1);
     assert!(matches!(d.outcome, Outcome::Rescued { .. }), "{d:?}");
     assert_eq!((d.tally.0[Counter::Excluded as usize], f.releases), (0, 0));
@@ -158,10 +163,27 @@ fn a_single_peer_list_is_not_excluded() {
     f.holding_tried = false;
 
     let mut f = Fake::new(&[Step::Tried], &[]);
-    (f.primary, f.backup) = (1, 0);
+    (f.primary, f.backup, f.tried_cached) = (1, 0, true);
     let mut s = Snapshot::new(f.generation);
     (s.selections, s.resnapshots) = (2, 1);
     assert_eq!(s.select(&mut f, ON).decision().outcome, Outcome::Pass(PEER));
+    f.holding_tried = false;
+
+    // A fresh connection failed: the one peer, tried, is handed back.
+    let mut f = Fake::new(&[Step::BusyMoved, Step::Tried, Step::Tried], &[]);
+    (f.primary, f.backup, f.tries, f.tried_in_list) = (1, 0, 2, 1);
+    f.fresh_tries = Some(1);
+    let (_, d) = run(&mut f, ON, 1);
+    assert_eq!(
+        d.outcome,
+        Outcome::Failed {
+            cause: NoLiveCause::Unavailable,
+            why: Failure::AllTried { at: 8 }
+        }
+    );
+    assert_eq!(d.tally.0[Counter::Retried as usize], 0);
+    assert_eq!((d.tally.0[Counter::Excluded as usize], f.releases), (2, 2));
+    assert_eq!(f.tries, 0, "no try left for the tried peer");
 }
 
 #[test]
