@@ -46,16 +46,8 @@ pub struct Built {
 }
 
 /// `cargo xtask build [--nginx VERSION|all] [--nginx-source PATH]` (the
-/// operator's `--for BINARY` is `install::build_for`).
-pub fn command(args: &[String]) -> Result {
-    let (sel, rest) = versions::parse(args)?;
-    if !rest.is_empty() {
-        return Err(format!("build takes no arguments after `--`: {rest:?}"));
-    }
-    build_selection(&sel).map(|_| ())
-}
-
-/// Builds what `--nginx` selected, in [`MATRIX`] order for `all`.
+/// operator's `--for BINARY` is `install::build_for`): builds what
+/// `--nginx` selected, in [`MATRIX`] order for `all`.
 pub fn build_selection(sel: &Selection) -> Result<Vec<Built>> {
     match &sel.which {
         Which::One(v) => Ok(vec![build_version(v, sel.source.as_deref())?]),

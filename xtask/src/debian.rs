@@ -50,36 +50,30 @@ use deb::{abi, make_deb, set_mode};
 use inputs::{dpkg_x, fetch, unpack};
 
 /// `cargo xtask debian [--suite SUITE | --installed] [--no-test] [-- TEST ARGS]`.
-pub fn command(args: &[String]) -> Result {
-    let mut inputs = Inputs::Pinned;
-    let mut no_test = false;
-    let mut it = args.iter();
-    let mut extra = Vec::new();
-    while let Some(a) = it.next() {
-        if let Some(s) = a.strip_prefix("--suite=") {
-            inputs = Inputs::Suite(s.to_string());
-            continue;
-        }
-        match a.as_str() {
-            "--suite" => {
-                let s = it.next().ok_or("--suite needs a value (sid)")?;
-                inputs = Inputs::Suite(s.clone());
-            }
-            "--installed" => inputs = Inputs::Installed,
-            "--no-test" => no_test = true,
-            "--" => {
-                extra = it.cloned().collect();
-                break;
-            }
-            other => {
-                return Err(format!(
-                "unknown option `{other}`; usage: cargo xtask debian [--suite sid | --installed] \
-                 [--no-test] [-- TEST ARGS]"
-            ))
-            }
-        }
-    }
-    if no_test {
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// the current packages from this Debian suite (sid: unstable) instead of
+    /// the mirror's debian-sid/
+    #[arg(long, value_name = "SUITE", conflicts_with = "installed")]
+    pub suite: Option<String>,
+    /// this machine's nginx-dev and nginx
+    #[arg(long)]
+    pub installed: bool,
+    /// build the .deb and run nothing
+    #[arg(long)]
+    pub no_test: bool,
+    /// after `--`, to the test binaries
+    #[arg(last = true, value_name = "TEST ARGS")]
+    pub extra: Vec<String>,
+}
+
+pub fn command(a: &Args) -> Result {
+    let inputs = match (&a.suite, a.installed) {
+        (Some(s), _) => Inputs::Suite(s.clone()),
+        (None, true) => Inputs::Installed,
+        (None, false) => Inputs::Pinned,
+    };
+    if a.no_test {
         // The operator's path: the package, and no test suite compiled.
         let made = package(&inputs)?;
         println!(
@@ -90,7 +84,7 @@ pub fn command(args: &[String]) -> Result {
         );
         return Ok(());
     }
-    let step = test_step(&inputs, &extra);
+    let step = test_step(&inputs, &a.extra);
     println!(
         "debian: {} in {:.0} s build, {:.0} s tests: {} passed, {} failed, {} ignored",
         step.what,

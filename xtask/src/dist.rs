@@ -68,8 +68,25 @@ offline = true
 ";
 
 /// `cargo xtask dist [--out DIR]`.
-pub fn command(args: &[String]) -> Result {
-    let out = parse(args)?;
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// where the tarball goes (default target/dist)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+impl Args {
+    /// `--out` from the working directory, else `target/dist`.
+    pub fn out(&self) -> Result<PathBuf> {
+        Ok(match &self.out {
+            Some(dir) => env::current_dir().map_err(|e| e.to_string())?.join(dir),
+            None => target_dir().join("dist"),
+        })
+    }
+}
+
+pub fn command(a: &Args) -> Result {
+    let out = a.out()?;
     let started = Instant::now();
     let root = root();
     let version = package_version(&read(&root.join("Cargo.toml"))?)?;
@@ -227,22 +244,6 @@ reload:
 
 {readme}"
     )
-}
-
-/// `[--out DIR]`: where the tarball goes (default `target/dist`).
-fn parse(args: &[String]) -> Result<PathBuf> {
-    let mut out = target_dir().join("dist");
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let dir = match arg.strip_prefix("--out=") {
-            Some(dir) => dir.to_string(),
-            None if arg == "--out" => it.next().ok_or("--out needs a directory")?.clone(),
-            None => return Err(format!("dist: unknown argument `{arg}` (--out DIR)")),
-        };
-        let cwd = env::current_dir().map_err(|e| e.to_string())?;
-        out = cwd.join(dir);
-    }
-    Ok(out)
 }
 
 /// The `version` of the manifest's `[package]`.
@@ -477,18 +478,5 @@ mod tests {
             assert!(preface.contains(says), "{says}: {preface}");
         }
         assert!(!preface.contains("cargo xtask install --for"), "{preface}");
-    }
-
-    #[test]
-    fn out_is_parsed() {
-        let cwd = env::current_dir().unwrap();
-        assert_eq!(parse(&[]).unwrap(), target_dir().join("dist"));
-        assert_eq!(parse(&["--out".into(), "x".into()]).unwrap(), cwd.join("x"));
-        assert_eq!(
-            parse(&["--out=/tmp/y".into()]).unwrap(),
-            PathBuf::from("/tmp/y")
-        );
-        assert!(parse(&["--out".into()]).is_err());
-        assert!(parse(&["--nope".into()]).is_err());
     }
 }

@@ -83,47 +83,30 @@ fn the_do_nothing_mutant_leaves_out_what_the_whole_suite_does() {
 }
 
 /// `cargo xtask mutants [--only NAME,...] [--list]`.
-pub fn command(args: &[String]) -> Result {
-    let mut only: Option<Vec<String>> = None;
-    let mut list = false;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--list" => list = true,
-            "--only" => {
-                let v = it.next().ok_or("--only needs NAME,...")?;
-                only = Some(v.split(',').map(str::to_string).collect());
-            }
-            a if a.starts_with("--only=") => {
-                only = Some(
-                    a["--only=".len()..]
-                        .split(',')
-                        .map(str::to_string)
-                        .collect(),
-                );
-            }
-            other => return Err(format!("mutants: unknown argument `{other}`")),
-        }
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// only these mutants
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = mutant)]
+    pub only: Vec<String>,
+    /// list the mutants and their tests
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// `--only`'s names: those of the catalogue.
+fn mutant(name: &str) -> std::result::Result<String, String> {
+    match MUTANTS.iter().any(|m| m.name == name) {
+        true => Ok(name.to_string()),
+        false => Err("no mutant of that name; `cargo xtask mutants --list` lists them".into()),
     }
-    let selected: Vec<&Mutant> = match &only {
-        None => MUTANTS.iter().collect(),
-        Some(names) => {
-            let unknown: Vec<&String> = names
-                .iter()
-                .filter(|n| !MUTANTS.iter().any(|m| m.name == n.as_str()))
-                .collect();
-            if !unknown.is_empty() {
-                return Err(format!(
-                    "no mutant named {unknown:?}; `cargo xtask mutants --list` lists them"
-                ));
-            }
-            MUTANTS
-                .iter()
-                .filter(|m| names.iter().any(|n| n == m.name))
-                .collect()
-        }
-    };
-    if list {
+}
+
+pub fn command(a: &Args) -> Result {
+    let selected: Vec<&Mutant> = MUTANTS
+        .iter()
+        .filter(|m| a.only.is_empty() || a.only.iter().any(|o| o == m.name))
+        .collect();
+    if a.list {
         print_list(&selected);
         return Ok(());
     }

@@ -80,33 +80,32 @@ pub fn dir() -> PathBuf {
     root().join("nginx-src-patches")
 }
 
-/// `cargo xtask patches [--check] [TREE...]`.
-pub fn command(args: &[String]) -> Result {
-    let mut check = false;
-    let mut derived = false;
-    let mut trees = Vec::new();
-    for a in args {
-        match a.as_str() {
-            "--check" => check = true,
-            "--derive" => derived = true,
-            "--help" | "-h" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            t if MATRIX.contains(&t) => {
-                if !trees.iter().any(|had| had == t) {
-                    trees.push(t.to_string());
-                }
-            }
-            other => return Err(format!("patches: unknown argument `{other}`\n{USAGE}")),
+/// `cargo xtask patches [--check | --derive] [TREE...]`: makes every
+/// tree's nginx-src-patches/TREE/ from the canonical series and
+/// nginx-src-patches/deltas/.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// compare only; fail naming every file that differs
+    #[arg(long)]
+    pub check: bool,
+    /// first record what the named trees' committed series add to the canonical
+    /// one as their deltas (after editing a tree's series by hand where the
+    /// three-way merge cannot carry a change over)
+    #[arg(long, conflicts_with = "check", requires = "trees")]
+    pub derive: bool,
+    /// only these trees (default: every tree of the matrix)
+    #[arg(value_name = "TREE", value_parser = clap::builder::PossibleValuesParser::new(MATRIX))]
+    pub trees: Vec<String>,
+}
+
+pub fn command(a: &Args) -> Result {
+    let mut trees: Vec<String> = Vec::new();
+    for t in &a.trees {
+        if !trees.contains(t) {
+            trees.push(t.clone());
         }
     }
-    if derived {
-        if trees.is_empty() || check {
-            return Err(format!(
-                "patches: --derive takes the trees to derive\n{USAGE}"
-            ));
-        }
+    if a.derive {
         for t in &trees {
             derive(t)?;
         }
@@ -114,8 +113,8 @@ pub fn command(args: &[String]) -> Result {
     if trees.is_empty() {
         trees = MATRIX.iter().map(|t| t.to_string()).collect();
     }
-    if check {
-        return self::check(&trees);
+    if a.check {
+        return check(&trees);
     }
     // Every tree that can be made is written; every one that cannot is
     // named, at once.
@@ -204,17 +203,6 @@ fn regenerate_all(trees: &[String]) -> Vec<Result<Series>> {
             .collect()
     })
 }
-
-const USAGE: &str = "\
-cargo xtask patches [--check | --derive] [TREE...]
-  makes every tree's nginx-src-patches/TREE/ from the canonical series
-  (nginx-src-patches/BASE/) and nginx-src-patches/deltas/
-  --check     compare only; fail naming every file that differs
-  --derive    first record what the named trees' committed series add to
-              the canonical one as their deltas (after editing a tree's
-              series by hand where the three-way merge cannot carry a
-              change over)
-  TREE        only these trees (default: every tree of the matrix)";
 
 /// The files of `tree`'s series as the canonical series and the deltas
 /// make them: name and contents, in order.

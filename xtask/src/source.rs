@@ -53,14 +53,19 @@ use mirror::{check_mirrored, mirrored};
 use trees::{tree_name, unpack};
 
 /// How a source is obtained and checked.
-#[derive(Debug, Default)]
+/// `--nginx-source`, `--sha256` and `--signing-keys`: the options of
+/// `install`, `uninstall` and `build` (the last two with `--for`).
+#[derive(clap::Args, Debug, Default)]
 pub struct Options {
-    /// `--nginx-source PATH`.
+    /// the nginx source tree or tarball (with --for: that binary's version's;
+    /// else the mirror, the nginx-src crate, or nginx.org, signed)
+    #[arg(long = "nginx-source", value_name = "PATH")]
     pub user: Option<PathBuf>,
-    /// `--sha256 HEX`: a downloaded tarball is accepted by this instead of
-    /// its signature.
+    /// the tarball's expected SHA-256 (accepted by it instead of its signature)
+    #[arg(long, value_name = "HEX", requires = "binary")]
     pub sha256: Option<String>,
-    /// `--signing-keys DIR`: armored public keys instead of `xtask/keys/`.
+    /// the keys nginx.org's signature is checked with (armored; default xtask/keys/)
+    #[arg(long = "signing-keys", value_name = "DIR", requires = "binary")]
     pub keys: Option<PathBuf>,
 }
 

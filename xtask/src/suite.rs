@@ -18,11 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::build;
 use crate::build::{Built, MODULE_FILE};
 use crate::harness::Step;
 use crate::source;
+use crate::versions::Selection;
 use crate::workspace::Result;
-use crate::{build, versions};
 
 /// A checkout of nginx-tests, instead of the mirror's tarball.
 pub const TESTS_ENV: &str = "GENERATION_RETRY_NGINX_TESTS";
@@ -292,13 +293,9 @@ fn matches(pattern: &str, name: &str) -> bool {
 /// `cargo xtask nginx-tests [--nginx VERSION|all] [--nginx-source PATH]`:
 /// the build, then only nginx's own tests on it: stock, with the module,
 /// patched, and the race on stock.
-pub fn command(args: &[String]) -> Result {
-    let (sel, extra) = versions::parse(args)?;
-    if !extra.is_empty() {
-        return Err("nginx-tests takes no test filter".into());
-    }
+pub fn command(sel: &Selection) -> Result {
     let mut failed = Vec::new();
-    for built in build::build_selection(&sel)? {
+    for built in build::build_selection(sel)? {
         match step_for(Some(&built), &[]) {
             Some(step) if !step.ok => failed.push(step.what),
             Some(_) => {}

@@ -58,12 +58,7 @@ const CI_FILTER: &[&str] = &[
 ];
 
 /// `cargo xtask valgrind [--ci]`.
-pub fn valgrind(args: &[String]) -> Result {
-    let ci = match args {
-        [] => false,
-        [a] if a == "--ci" => true,
-        _ => return Err("usage: cargo xtask valgrind [--ci]".into()),
-    };
+pub fn valgrind(ci: bool) -> Result {
     let install_dir = build::build()?;
     if ci {
         return ci_subset(&install_dir);

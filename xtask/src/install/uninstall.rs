@@ -17,11 +17,8 @@ use super::Args;
 use crate::workspace::Result;
 
 /// `cargo xtask uninstall --for BINARY [--prefix DIR] [--dry-run]`.
-pub fn uninstall(args: &[String]) -> Result {
-    if super::help(args) {
-        return Ok(());
-    }
-    let mut a = Args::parse(args)?;
+pub fn uninstall(a: Args) -> Result {
+    let mut a = a.named()?;
     let id = identify(&a.binary)?;
     a.stderr_log = id.has_e();
     let layout = Layout::of(&id, a.prefix.as_deref());
