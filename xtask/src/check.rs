@@ -8,7 +8,7 @@
 //! xtask docs` writes them (`docs::drifted`). All run even when one
 //! fails, so one run shows everything to fix.
 
-use crate::workspace::{cargo, root, Result};
+use crate::workspace::{cargo, root, At, Result};
 
 mod sizes;
 mod versions_written;
@@ -102,9 +102,7 @@ pub fn command() -> Result {
             cmd.env("NGINX_BUILD_DIR", dir)
                 .env_remove("NGINX_SOURCE_DIR");
         }
-        let status = cmd
-            .status()
-            .map_err(|e| format!("cannot run {shown}: {e}"))?;
+        let status = cmd.status().running(&shown)?;
         if status.success() {
             continue;
         }
@@ -166,7 +164,7 @@ pub fn command() -> Result {
         );
         Ok(())
     } else {
-        Err(format!("check failed: {}", failed.join(", ")))
+        Err(format!("check failed: {}", failed.join(", ")).into())
     }
 }
 

@@ -45,7 +45,7 @@ use crate::build::MODULE_FILE;
 use crate::harness::parallel::{run_modules, Modules};
 use crate::harness::{matrix_env, suite_test, Step};
 use crate::versions::tree_version;
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 use deb::{abi, make_deb, set_mode};
 use inputs::{dpkg_x, fetch, unpack};
 
@@ -97,7 +97,7 @@ pub fn command(a: &Args) -> Result {
     if step.ok {
         Ok(())
     } else {
-        Err(format!("{} failed", step.what))
+        Err(format!("{} failed", step.what).into())
     }
 }
 
@@ -211,7 +211,8 @@ pub fn package(inputs: &Inputs) -> Result<Made> {
         return Err(format!(
             "no {}: install Debian's nginx-dev (apt install nginx-dev)",
             src.join("conf_flags").display()
-        ));
+        )
+        .into());
     }
     let nginx_version = tree_version(&src)?;
     let abi = abi(&src)?;
@@ -225,7 +226,7 @@ pub fn package(inputs: &Inputs) -> Result<Made> {
     let unpacked = nginx_dir.join("deb");
     dpkg_x(&deb, &unpacked)?;
     let modules = nginx_dir.join("modules");
-    fs::create_dir_all(&modules).map_err(|e| e.to_string())?;
+    fs::create_dir_all(&modules).at(&modules)?;
     fs::copy(
         unpacked.join("usr/lib/nginx/modules").join(MODULE_FILE),
         modules.join(MODULE_FILE),
@@ -239,7 +240,7 @@ pub fn package(inputs: &Inputs) -> Result<Made> {
             nginx_dir.join("modules-first.conf"),
             format!("load_module {};\n", stream_so.display()),
         )
-        .map_err(|e| e.to_string())?;
+        .at(nginx_dir.join("modules-first.conf"))?;
     }
     Ok(Made {
         nginx_version,
@@ -256,7 +257,7 @@ pub fn package(inputs: &Inputs) -> Result<Made> {
 /// machine's). `exec` keeps one process: signals reach nginx itself.
 fn write_launcher(root: &Path, path: &Path) -> Result {
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        fs::create_dir_all(dir).at(dir)?;
     }
     if root == Path::new("/") {
         // The installed nginx runs as it is.
@@ -274,7 +275,7 @@ fn write_launcher(root: &Path, path: &Path) -> Result {
     .to_string();
     let libs = root.join("usr/lib").join(&multiarch);
     let loader = fs::read_dir(&libs)
-        .map_err(|e| format!("{}: {e}", libs.display()))?
+        .at(&libs)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| {
             p.file_name()
@@ -290,7 +291,6 @@ fn write_launcher(root: &Path, path: &Path) -> Result {
             libs.display(),
             root.join("usr/sbin/nginx").display()
         ),
-    )
-    .map_err(|e| e.to_string())?;
+    ).at(path)?;
     set_mode(path, 0o755)
 }

@@ -165,7 +165,7 @@ pub fn drifted(root: &Path) -> Vec<String> {
                 "{doc}: its table of nginx versions differs from xtask/src/versions.rs \
                  CODEBASES: run `cargo xtask docs`"
             )),
-            Err(e) => Some(e),
+            Err(e) => Some(e.to_string()),
         })
         .collect()
 }

@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 
 use crate::build::MODULE_PACKAGE;
 use crate::source::{self, Options};
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 
 use binary::{admissible, dump, identify, Identity};
 use compile::{build_module, prove_loads, tree_flags};
@@ -212,7 +212,8 @@ pub fn install(a: Args) -> Result {
              --installed --no-test, then apt install ./target/debian/*.deb), or \
              apt remove it before installing this way",
             layout.module().display()
-        ));
+        )
+        .into());
     }
     let before = match dump(&a) {
         Ok(d) => Some(d),
@@ -229,13 +230,14 @@ pub fn install(a: Args) -> Result {
             return Err(format!(
                 "{} -t fails before anything was changed; fix the configuration first:\n{said}",
                 a.binary.display()
-            ))
+            )
+            .into())
         }
     };
     let built = build_module(&a, &id)?;
     prove_loads(&a, &id, &layout, &built.so)?;
 
-    let new = fs::read(&built.so).map_err(|e| format!("{}: {e}", built.so.display()))?;
+    let new = fs::read(&built.so).at(&built.so)?;
     let undo = Undo::take(&layout)?;
     let made_dir = undo.snippet_dir_made || layout.snippet_made_dir();
     let text = layout.snippet_text(made_dir);
@@ -253,7 +255,7 @@ pub fn install(a: Args) -> Result {
     }
 
     let outcome = put_in(&layout, &new, &text, same_module)
-        .map_err(|e| format!("installing failed: {e}"))
+        .map_err(|e| format!("installing failed: {e}").into())
         .and_then(|()| tested(&a, &layout, &undo));
     let (after, edited) = match outcome {
         Ok(done) => done,
@@ -262,7 +264,7 @@ pub fn install(a: Args) -> Result {
                 Ok(()) => "everything was put back as it was".to_string(),
                 Err(e) => format!("putting it back failed too: {e}"),
             };
-            return Err(format!("{why}\n{restored}"));
+            return Err(format!("{why}\n{restored}").into());
         }
     };
     let added = if edited {
@@ -318,7 +320,8 @@ fn tested(a: &Args, layout: &Layout, undo: &Undo) -> Result<(Dump, bool)> {
             layout.include_line(),
             layout.snippet.display(),
             by_hand(layout)
-        ));
+        )
+        .into());
     }
     Ok((d, true))
 }

@@ -59,7 +59,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::versions::DEFAULT;
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 
 use apply::{check_applies, read, sync_tree};
 use builds::Context;
@@ -145,7 +145,7 @@ fn run_all(selected: &[&Mutant]) -> Result {
     let dir = mutants_dir();
     let tree = dir.join("tree");
     let logs = dir.join("logs");
-    fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    fs::create_dir_all(&logs).at(&logs)?;
     sync_tree(&tree)?;
     // Every mutant applies before anything is built.
     for m in selected {
@@ -178,7 +178,7 @@ fn run_all(selected: &[&Mutant]) -> Result {
                 tests: tests_run(m),
                 caught_by: Vec::new(),
                 seconds: 0.0,
-                verdict: Verdict::Error(e),
+                verdict: Verdict::Error(e.to_string()),
                 undeclared: Vec::new(),
             });
             eprintln!(
@@ -199,7 +199,7 @@ fn run_all(selected: &[&Mutant]) -> Result {
     let table = table(&reports);
     println!("\n{table}");
     let results = dir.join("results.md");
-    fs::write(&results, &table).map_err(|e| format!("{}: {e}", results.display()))?;
+    fs::write(&results, &table).at(&results)?;
     for r in reports.iter().filter(|r| !r.undeclared.is_empty()) {
         println!(
             "{}: {} tests pass without declaring `{GUARD}`:",
@@ -233,7 +233,7 @@ fn run_all(selected: &[&Mutant]) -> Result {
     if bad.is_empty() {
         Ok(())
     } else {
-        Err(format!("not caught: {}", bad.join(", ")))
+        Err(format!("not caught: {}", bad.join(", ")).into())
     }
 }
 

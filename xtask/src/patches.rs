@@ -37,7 +37,7 @@ mod git;
 mod resolve;
 
 use crate::versions::{source, MATRIX};
-use crate::workspace::{root, target_dir, Result};
+use crate::workspace::{root, target_dir, At, Result};
 use derive::derive;
 use git::Git;
 use resolve::Resolution;
@@ -123,7 +123,7 @@ pub fn command(a: &Args) -> Result {
         let made = match made {
             Ok(made) => made,
             Err(e) => {
-                failed.push(e);
+                failed.push(e.to_string());
                 continue;
             }
         };
@@ -136,7 +136,7 @@ pub fn command(a: &Args) -> Result {
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(failed.join("\n"))
+        Err(failed.join("\n").into())
     }
 }
 
@@ -182,7 +182,8 @@ pub fn check(trees: &[String]) -> Result {
             "nginx-src-patches differs from what the canonical series ({BASE}/) and \
              deltas/ make: {}; run `cargo xtask patches` and commit the result",
             drifted.join(", ")
-        ))
+        )
+        .into())
     }
 }
 
@@ -253,7 +254,7 @@ fn scratch(
     let work = work.join(tree);
     let _ = fs::remove_dir_all(&work);
     let repo = work.join("repo");
-    fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
+    fs::create_dir_all(&repo).at(&repo)?;
     let git = Git(repo);
     git.run(&["init", "-q", "--template=", "-b", "canonical"])?;
     let canonical = series(&patches.join(BASE))?;
@@ -265,7 +266,8 @@ fn scratch(
             "{BASE}: {} patches made {} commits",
             canonical.len(),
             commits.len()
-        ));
+        )
+        .into());
     }
     if tree != BASE {
         git.run(&["checkout", "-q", "--orphan", "made"])?;
@@ -289,10 +291,7 @@ fn export(git: &Git, out: &Path, range: &str) -> Result<Series> {
     let mut made = Vec::new();
     for p in series(out)? {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        made.push((
-            name,
-            fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?,
-        ));
+        made.push((name, fs::read(&p).at(&p)?));
     }
     Ok(made)
 }
@@ -334,8 +333,7 @@ fn deltas(patches: &Path, tree: &str) -> Result<Deltas> {
     for s in selectors {
         let recorded = base.join(&s).join("resolutions");
         if recorded.is_file() {
-            let text = fs::read_to_string(&recorded)
-                .map_err(|e| format!("{}: {e}", recorded.display()))?;
+            let text = fs::read_to_string(&recorded).at(&recorded)?;
             found.resolutions.extend(
                 Resolution::parse(&text).map_err(|e| format!("{}: {e}", recorded.display()))?,
             );
@@ -353,7 +351,8 @@ fn deltas(patches: &Path, tree: &str) -> Result<Deltas> {
                     "{tree}: two deltas for patch {n}: {} and {}",
                     other.display(),
                     p.display()
-                ));
+                )
+                .into());
             }
         }
     }
@@ -412,13 +411,13 @@ fn compare(dir: &Path, made: &Series) -> Result<Vec<String>> {
 
 /// Replaces the series in `dir` by `made`.
 fn write(dir: &Path, made: &Series) -> Result {
-    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    fs::create_dir_all(dir).at(dir)?;
     for p in series(dir)? {
-        fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        fs::remove_file(&p).at(&p)?;
     }
     for (name, bytes) in made {
         let p = dir.join(name);
-        fs::write(&p, bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+        fs::write(&p, bytes).at(&p)?;
     }
     Ok(())
 }

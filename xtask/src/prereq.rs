@@ -45,7 +45,8 @@ pub fn ensure() -> Result {
         return Err(format!(
             "missing system packages: {}\n  run as root: {install}",
             names(missing.iter().copied())
-        ));
+        )
+        .into());
     }
     eprintln!(
         "xtask: installing missing packages: {}",

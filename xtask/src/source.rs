@@ -174,7 +174,8 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
             return Err(format!(
                 "--nginx-source {}: no such file or directory",
                 path.display()
-            ))
+            )
+            .into())
         }
         Origin::Mirror(path) => {
             let sha = check_mirrored(path, opts)?;
@@ -187,7 +188,8 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
                     "--sha256 checks a tarball, and nginx {version} comes from {origin} \
                      (checked by cargo against crates.io's checksum): leave --sha256 out, or \
                      name the tarball with --nginx-source"
-                ));
+                )
+                .into());
             }
             from_crate(krate)?
         }
@@ -203,7 +205,8 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
                 } else {
                     "a checkout or archive of nginx's development branch at that commit"
                 }
-            ))
+            )
+            .into())
         }
         Origin::Download(url) => {
             let tarball = download_checked(url, opts)?;
@@ -219,7 +222,7 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
     // A development branch says the release it leads to, not its commit.
     let branch = version.starts_with("master-") && is_release(&found);
     if !version.is_empty() && found != version && !branch {
-        return Err(format!("{origin} is {}, not {version}", describe(&found)));
+        return Err(format!("{origin} is {}, not {version}", describe(&found)).into());
     }
     Ok(Source {
         version: if branch { version.to_string() } else { found },
@@ -236,7 +239,8 @@ fn given_sha256(path: &Path, got: &str, opts: &Options) -> Result {
         Some(want) if !got.eq_ignore_ascii_case(want.trim()) => Err(format!(
             "{}: SHA-256 {got}, not the {want} given with --sha256; refusing to build from it",
             path.display()
-        )),
+        )
+        .into()),
         _ => Ok(()),
     }
 }

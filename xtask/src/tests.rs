@@ -129,7 +129,12 @@ fn a_harness_commands_nginx_comes_first_and_the_rest_is_the_binarys() {
     let Command::Lab(a) = parse("lab --nginx all") else {
         panic!()
     };
-    assert!(a.nginx.one().unwrap_err().contains("runs one nginx"));
+    assert!(a
+        .nginx
+        .one()
+        .unwrap_err()
+        .to_string()
+        .contains("runs one nginx"));
     let Command::Fuzz { args } = parse("fuzz --inputs 5 --help") else {
         panic!()
     };
@@ -174,7 +179,7 @@ fn a_bad_value_is_refused_naming_its_option() {
     else {
         panic!()
     };
-    let err = nginx.selection().unwrap_err();
+    let err = nginx.selection().unwrap_err().to_string();
     assert!(err.contains("cannot go with --nginx all"), "{err}");
 }
 

@@ -19,7 +19,7 @@ use crate::build;
 use crate::harness::parallel::{run_modules, Modules, JOBS_ENV};
 use crate::harness::{harness_command, suite_test, TestTotals};
 use crate::memcheck::{self, ENV};
-use crate::workspace::{run, target_dir, Result};
+use crate::workspace::{run, target_dir, At, Result};
 
 /// The suite's modules of the full run (timing-dependent ones excluded: see
 /// docs/testing.md, "Memory safety").
@@ -159,7 +159,7 @@ struct Summary {
 impl Summary {
     fn read(dir: &Path) -> Result<Summary> {
         let mut names: Vec<String> = fs::read_dir(dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .at(dir)?
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(".log"))
@@ -251,7 +251,8 @@ impl Summary {
             return Err(format!(
                 "memcheck: {} errors, {} definitely lost blocks, {} logs without a summary",
                 t.errors, t.lost_blocks, t.incomplete
-            ));
+            )
+            .into());
         }
         Ok(())
     }
@@ -300,6 +301,7 @@ mod tests {
         assert!(s
             .verdict()
             .unwrap_err()
+            .to_string()
             .contains("2 errors, 2 definitely lost blocks, 1 logs"));
         assert!(Summary::default().verdict().is_err());
     }

@@ -25,7 +25,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 use super::{TestTotals, NO_TEST};
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// The binaries that run with no other test binary beside them, first
 /// (`--nginx all`'s builds at the idle scheduling class do: they take
@@ -67,7 +67,7 @@ pub fn jobs(cmd: &Command) -> Result<usize> {
             .parse()
             .ok()
             .filter(|n| *n > 0)
-            .ok_or_else(|| format!("{JOBS_ENV}={v}: expected a count of 1 or more")),
+            .ok_or_else(|| format!("{JOBS_ENV}={v}: expected a count of 1 or more").into()),
         None => Ok(2),
     }
 }
@@ -244,7 +244,8 @@ fn list(b: &Binary, from: &Command, pick: &[String]) -> Result<Vec<String>> {
             b.exe.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr)
-        ));
+        )
+        .into());
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -284,7 +285,8 @@ fn jobs_of(
             return Err(format!(
                 "{}: no module {missing:?}: a selection names a module the suite does not have",
                 b.exe.display()
-            ));
+            )
+            .into());
         }
         let picked = if pick.is_empty() {
             every
@@ -298,7 +300,8 @@ fn jobs_of(
                 return Err(format!(
                     "{}: test {t} is in the suite's root: write it in a module",
                     b.exe.display()
-                ));
+                )
+                .into());
             };
             if !modules.runs(m) {
                 continue;
@@ -317,7 +320,8 @@ fn jobs_of(
             return Err(format!(
                 "{}: modules {unrun:?} have no test the filters {pick:?} pick",
                 b.exe.display()
-            ));
+            )
+            .into());
         }
         for (m, tests) in by_module {
             jobs.push(Binary {
@@ -353,11 +357,9 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
     if let Some(dir) = cmd.get_current_dir() {
         build.current_dir(dir);
     }
-    let out = build
-        .output()
-        .map_err(|e| format!("cannot run {build:?}: {e}"))?;
+    let out = build.output().running(format!("{build:?}"))?;
     if !out.status.success() {
-        return Err(format!("tests did not build: {}", out.status));
+        return Err(format!("tests did not build: {}", out.status).into());
     }
     let all = binaries(&String::from_utf8_lossy(&out.stdout))?;
     let all = jobs_of(all, cmd, &pick, stages.modules, stages.strict)?;
@@ -430,7 +432,7 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
     remember(&total.binaries);
     let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
     if !failed.is_empty() {
-        return Err(format!("tests failed: {}", failed.join(", ")));
+        return Err(format!("tests failed: {}", failed.join(", ")).into());
     }
     if total.passed == before {
         return Err(NO_TEST.into());

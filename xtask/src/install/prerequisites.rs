@@ -171,5 +171,6 @@ pub(super) fn check_prerequisites(flags: &[String], download: Option<&source::Op
     Err(format!(
         "missing build prerequisites: {}; install them with: {line}",
         what.join(", ")
-    ))
+    )
+    .into())
 }

@@ -182,6 +182,7 @@ fn a_for_that_is_no_binary_is_named_for_what_it_is() {
     // And identify says the same before running anything.
     assert!(binary::identify(&conf)
         .unwrap_err()
+        .to_string()
         .contains("looks like a configuration file"));
     let _ = fs::remove_dir_all(&dir);
 }

@@ -55,7 +55,8 @@ pub(super) fn baseline(group: &[&Mutant], ctx: &Context, tree: &Path, logs: &Pat
              judged (see {})",
             ctx.version,
             log.display()
-        ))
+        )
+        .into())
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::resolve::{resolve, Resolution};
 use super::{dir, export, number, scratch, series, BASE};
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 
 /// `cargo xtask patches --derive TREE`: the deltas that make `tree`'s
 /// committed series (`nginx-src-patches/TREE/`, edited by hand where the
@@ -26,7 +26,7 @@ use crate::workspace::{target_dir, Result};
 /// - the tree's other patches are added after the series.
 pub(super) fn derive(tree: &str) -> Result {
     if tree == BASE {
-        return Err(format!("{BASE} is the canonical series: nothing to derive"));
+        return Err(format!("{BASE} is the canonical series: nothing to derive").into());
     }
     let (git, work, canonical, commits) = scratch(&dir(), &target_dir().join("patches"), tree)?;
     let own = series(&dir().join(tree))?;
@@ -49,7 +49,8 @@ pub(super) fn derive(tree: &str) -> Result {
             return Err(format!(
                 "{tree}: its series has no patch for {} and none to put in its place",
                 canonical[c].display()
-            ));
+            )
+            .into());
         }
     }
     for (k, i) in unmatched.into_iter().enumerate() {
@@ -69,7 +70,7 @@ pub(super) fn derive(tree: &str) -> Result {
     git.run(&["checkout", "-q", "-B", "made", "tree"])?;
     let mut resolutions = Vec::new();
     let out = work.join("deltas");
-    fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    fs::create_dir_all(&out).at(&out)?;
     for ((n, carried, _), want) in plan.iter().zip(&wanted) {
         match carried {
             Some(c) => {
@@ -138,7 +139,7 @@ pub(super) fn derive(tree: &str) -> Result {
             .to_string_lossy()
             .into_owned();
         if !name.contains('+') && others.contains(&number(&p)) {
-            fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            fs::remove_file(&p).at(&p)?;
         }
     }
     let dest = dir().join("deltas").join(tree);
@@ -147,11 +148,7 @@ pub(super) fn derive(tree: &str) -> Result {
         crate::tree::copy_tree(&dest, &kept)?;
     }
     let _ = fs::remove_dir_all(&dest);
-    if fs::read_dir(&out)
-        .map_err(|e| e.to_string())?
-        .next()
-        .is_some()
-    {
+    if fs::read_dir(&out).at(&out)?.next().is_some() {
         crate::tree::copy_tree(&out, &dest)?;
     }
     // The deltas must make the series they were derived from again, or
@@ -175,7 +172,8 @@ pub(super) fn derive(tree: &str) -> Result {
             "{tree}: the deltas derived do not make its series again ({}); \
              deltas/{tree}/ is left as it was",
             differs.join(", ")
-        ));
+        )
+        .into());
     }
     eprintln!("xtask: patches: {tree}: deltas/{tree}/ derived from {tree}/");
     Ok(())
@@ -217,7 +215,7 @@ fn same_code(dir: &Path, made: &super::Series) -> bool {
 
 /// A patch's subject without its `[PATCH n/m]`.
 fn subject(patch: &Path) -> Result<String> {
-    let text = fs::read_to_string(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
+    let text = fs::read_to_string(patch).at(patch)?;
     let line = text
         .lines()
         .find_map(|l| l.strip_prefix("Subject: "))

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use super::resolve::{resolve, Resolution};
 use super::COMMITTER;
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// git in the scratch repository, with the fixed committer.
 pub(super) struct Git(pub(super) PathBuf);
@@ -63,10 +63,7 @@ impl Git {
 
     /// Runs git; its output on success, git's account on failure.
     pub(super) fn output(&self, args: &[&str]) -> Result<String> {
-        let out = self
-            .cmd(args)
-            .output()
-            .map_err(|e| format!("cannot run git: {e}"))?;
+        let out = self.cmd(args).output().running("git")?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -76,7 +73,8 @@ impl Git {
                 self.0.display(),
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
-            ))
+            )
+            .into())
         }
     }
 
@@ -96,9 +94,9 @@ impl Git {
             .arg(tree.join("src"))
             .arg(&self.0)
             .status()
-            .map_err(|e| format!("cannot run cp: {e}"))?;
+            .running("cp")?;
         if !status.success() {
-            return Err(format!("cannot copy {}/src", tree.display()));
+            return Err(format!("cannot copy {}/src", tree.display()).into());
         }
         self.run(&["add", "-A", "src"])?;
         self.run(&["commit", "-q", "-m", name])?;
@@ -111,7 +109,7 @@ impl Git {
             let path = p.to_str().ok_or("a non-UTF-8 patch path")?;
             if let Err(e) = self.run(&["am", "-q", path]) {
                 let _ = self.run(&["am", "--abort"]);
-                return Err(format!("{} does not apply: {e}", p.display()));
+                return Err(format!("{} does not apply: {e}", p.display()).into());
             }
         }
         Ok(())
@@ -139,7 +137,8 @@ impl Git {
             return Err(format!(
                 "{} does not carry over to {tree}: {picked}",
                 patch.display()
-            ));
+            )
+            .into());
         }
         let mut conflicts = Vec::new();
         for file in unmerged {
@@ -166,16 +165,17 @@ impl Git {
             patch.display(),
             conflicts.join("; "),
             work.join("repo").display()
-        ))
+        )
+        .into())
     }
 
     /// Applies the delta `fold` to the last commit and folds it in, its
     /// message body appended to the commit's message.
     pub(super) fn fold(&self, fold: &Path, tree: &str, work: &Path) -> Result {
         let split = work.join("fold");
-        fs::create_dir_all(&split).map_err(|e| format!("{}: {e}", split.display()))?;
+        fs::create_dir_all(&split).at(&split)?;
         let (msg, diff) = (split.join("msg"), split.join("diff"));
-        let input = fs::File::open(fold).map_err(|e| format!("{}: {e}", fold.display()))?;
+        let input = fs::File::open(fold).at(fold)?;
         let status = self
             .cmd(&[
                 "mailinfo",
@@ -185,9 +185,9 @@ impl Git {
             .stdin(input)
             .stdout(std::process::Stdio::null())
             .status()
-            .map_err(|e| format!("cannot run git mailinfo: {e}"))?;
+            .running("git mailinfo")?;
         if !status.success() {
-            return Err(format!("{}: not a patch git can read", fold.display()));
+            return Err(format!("{}: not a patch git can read", fold.display()).into());
         }
         if fs::metadata(&diff).is_ok_and(|m| m.len() > 0) {
             let path = diff.to_str().ok_or("a non-UTF-8 path")?;
@@ -200,7 +200,7 @@ impl Git {
                 )
             })?;
         }
-        let body = fs::read_to_string(&msg).map_err(|e| format!("{}: {e}", msg.display()))?;
+        let body = fs::read_to_string(&msg).at(&msg)?;
         let message = self.output(&["log", "-1", "--format=%B"])?;
         let message = format!("{}\n\n{}\n", message.trim_end(), body.trim());
         self.run(&["commit", "-q", "--amend", "--allow-empty", "-m", &message])

@@ -89,7 +89,8 @@ pub(super) fn resolve(file: &str, text: &str, recorded: &[Resolution]) -> Result
                                 } else {
                                     ""
                                 }
-                            ))
+                            )
+                            .into())
                         }
                     }
                 }
