@@ -98,12 +98,11 @@ fn build_vendored() -> Result<Built> {
         &install.join("modules"),
     )?;
     if stock.flags != FLAGS {
-        return Err(format!(
+        return err!(
             "nginx-src configured nginx with {:?}, not the flags every other version \
              is built with ({FLAGS:?}): update versions::FLAGS",
             stock.flags
-        )
-        .into());
+        );
     }
     let identity = stock.source.to_string_lossy().into_owned();
     let from = StockTree {
@@ -246,7 +245,7 @@ pub fn cargo_build_against_in(dir: &Path, objs: &Path, target: &Path) -> Result<
         .join("release")
         .join(format!("{DLL_PREFIX}{MODULE_PACKAGE}{DLL_SUFFIX}"));
     if !module.is_file() {
-        return Err(format!("cargo did not leave {}", module.display()).into());
+        return err!("cargo did not leave {}", module.display());
     }
     eprintln!(
         "xtask: module against {} in {:.1} s",
@@ -312,7 +311,7 @@ pub fn cargo_build_module_in(dir: &Path, target: Option<&Path>) -> Result<CargoO
     }
     let status = child.wait().map_err(|e| format!("cargo: {e}"))?;
     if !status.success() {
-        return Err(format!("cargo build of the module failed: {status}").into());
+        return err!("cargo build of the module failed: {status}");
     }
     let nginx_out = nginx_out.ok_or("cargo did not report nginx-sys's build directory")?;
     Ok(CargoOutputs {

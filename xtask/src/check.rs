@@ -164,7 +164,7 @@ pub fn command() -> Result {
         );
         Ok(())
     } else {
-        Err(format!("check failed: {}", failed.join(", ")).into())
+        err!("check failed: {}", failed.join(", "))
     }
 }
 

@@ -97,7 +97,7 @@ pub fn command(a: &Args) -> Result {
     if step.ok {
         Ok(())
     } else {
-        Err(format!("{} failed", step.what).into())
+        err!("{} failed", step.what)
     }
 }
 
@@ -208,11 +208,10 @@ pub fn package(inputs: &Inputs) -> Result<Made> {
     };
     let src = root.join("usr/share/nginx/src");
     if !src.join("conf_flags").is_file() {
-        return Err(format!(
+        return err!(
             "no {}: install Debian's nginx-dev (apt install nginx-dev)",
             src.join("conf_flags").display()
-        )
-        .into());
+        );
     }
     let nginx_version = tree_version(&src)?;
     let abi = abi(&src)?;
@@ -261,14 +260,14 @@ fn write_launcher(root: &Path, path: &Path) -> Result {
     }
     if root == Path::new("/") {
         // The installed nginx runs as it is.
-        std::os::unix::fs::symlink("/usr/sbin/nginx", path).map_err(|e| e.to_string())?;
+        std::os::unix::fs::symlink("/usr/sbin/nginx", path).at(path)?;
         return Ok(());
     }
     let multiarch = String::from_utf8_lossy(
         &Command::new("dpkg-architecture")
             .arg("-qDEB_HOST_MULTIARCH")
             .output()
-            .map_err(|e| format!("dpkg-architecture: {e}"))?
+            .running("dpkg-architecture")?
             .stdout,
     )
     .trim()

@@ -101,7 +101,7 @@ pub fn command(a: &Args) -> Result {
         copy(&root.join(file), &stage.join(file))?;
     }
     for entry in fs::read_dir(&root).at(&root)? {
-        let file = entry.map_err(|e| e.to_string())?.file_name();
+        let file = entry.at(&root)?.file_name();
         let file = file.to_string_lossy();
         if LICENSE_PREFIXES.iter().any(|p| file.starts_with(p)) {
             copy(&root.join(&*file), &stage.join(&*file))?;
@@ -138,10 +138,9 @@ pub fn command(a: &Args) -> Result {
         serde_json::from_str(&metadata).map_err(|e| format!("cargo metadata: {e}"))?;
     let members = metadata["workspace_members"].as_array().map_or(0, Vec::len);
     if members != 2 {
-        return Err(format!(
+        return err!(
             "the release's workspace has {members} members, not the module and module/core"
-        )
-        .into());
+        );
     }
     let original = lock_packages(&read(&root.join("Cargo.lock"))?);
     let pruned_text = read(&stage.join("Cargo.lock"))?;
@@ -163,10 +162,7 @@ pub fn command(a: &Args) -> Result {
         .count();
     let registry = registry_packages(&pruned_text);
     if crates != registry {
-        return Err(format!(
-            "vendor/ holds {crates} crates, the lock {registry} registry packages"
-        )
-        .into());
+        return err!("vendor/ holds {crates} crates, the lock {registry} registry packages");
     }
     let config = stage.join(".cargo/config.toml");
     mkdir(&stage.join(".cargo"))?;
@@ -337,11 +333,10 @@ fn check_pruned(
     if new.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        err!(
             "pruning Cargo.lock changed it: {} not in the repository's lock",
             new.join(", ")
         )
-        .into())
     }
 }
 
@@ -372,12 +367,11 @@ fn source_date() -> u64 {
 fn output(cmd: &mut Command) -> Result<String> {
     let out = cmd.output().running(format!("{cmd:?}"))?;
     if !out.status.success() {
-        return Err(format!(
+        return err!(
             "{cmd:?} failed ({}):\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

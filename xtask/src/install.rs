@@ -207,13 +207,12 @@ pub fn install(a: Args) -> Result {
         return dry_run(&a, &id, &layout, true);
     }
     if let Some(owner) = package_owner(&layout) {
-        return Err(format!(
+        return err!(
             "{} was installed by {owner}: upgrade it as a package (cargo xtask debian \
              --installed --no-test, then apt install ./target/debian/*.deb), or \
              apt remove it before installing this way",
             layout.module().display()
-        )
-        .into());
+        );
     }
     let before = match dump(&a) {
         Ok(d) => Some(d),
@@ -227,11 +226,10 @@ pub fn install(a: Args) -> Result {
             None
         }
         Err(said) => {
-            return Err(format!(
+            return err!(
                 "{} -t fails before anything was changed; fix the configuration first:\n{said}",
                 a.binary.display()
             )
-            .into())
         }
     };
     let built = build_module(&a, &id)?;
@@ -264,7 +262,7 @@ pub fn install(a: Args) -> Result {
                 Ok(()) => "everything was put back as it was".to_string(),
                 Err(e) => format!("putting it back failed too: {e}"),
             };
-            return Err(format!("{why}\n{restored}").into());
+            return err!("{why}\n{restored}");
         }
     };
     let added = if edited {
@@ -315,13 +313,12 @@ fn tested(a: &Args, layout: &Layout, undo: &Undo) -> Result<(Dump, bool)> {
         )
     })?;
     if !d.includes(&layout.snippet) {
-        return Err(format!(
+        return err!(
             "{conf} includes `{}` now, and nginx still does not read {}\n{}",
             layout.include_line(),
             layout.snippet.display(),
             by_hand(layout)
-        )
-        .into());
+        );
     }
     Ok((d, true))
 }

@@ -44,6 +44,9 @@
 //! `harness` (running the test crate) uses `source` and `workspace`,
 //! `check` > `docs` > `versions`.
 
+// First: its `err!` is every module's.
+#[macro_use]
+mod workspace;
 mod bins;
 mod build;
 mod check;
@@ -69,7 +72,6 @@ mod test_wrap;
 mod tree;
 mod valgrind;
 mod versions;
-mod workspace;
 
 use std::process::ExitCode;
 

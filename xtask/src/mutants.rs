@@ -233,7 +233,7 @@ fn run_all(selected: &[&Mutant]) -> Result {
     if bad.is_empty() {
         Ok(())
     } else {
-        Err(format!("not caught: {}", bad.join(", ")).into())
+        err!("not caught: {}", bad.join(", "))
     }
 }
 

@@ -78,7 +78,7 @@ pub fn command(sel: &Selection, extra: &[String]) -> Result {
         .map(|s| s.what.as_str())
         .collect();
     if !failed.is_empty() {
-        return Err(format!("failed: {}", failed.join(", ")).into());
+        return err!("failed: {}", failed.join(", "));
     }
     if total.passed == 0 {
         return Err("no test ran".into());
@@ -146,7 +146,7 @@ fn all(extra: &[String]) -> Vec<Step> {
         let began = Instant::now();
         let external = match &for_external {
             Some(b) => external::build(b),
-            None => Err(format!("nginx {DEFAULT} did not build").into()),
+            None => err!("nginx {DEFAULT} did not build"),
         };
         let _ = send.send(Made::External(external, began.elapsed().as_secs_f64()));
         for v in MATRIX.iter().copied().filter(|v| *v != DEFAULT) {

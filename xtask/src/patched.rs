@@ -87,13 +87,12 @@ fn apply(tree: &Path, patch: &Path, version: &str) -> Result {
     if out.status.success() && said.contains("Applied patch") && !said.contains("Skipped patch") {
         return Ok(());
     }
-    Err(format!(
+    err!(
         "{} does not apply to nginx {version}:\n{}{}",
         patch.display(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-    .into())
 }
 
 /// A built stock nginx: the source tree its `make` ran in, and its objs
@@ -166,12 +165,11 @@ pub fn build_with(
         if !text.contains(from.as_ref()) {
             // make would build into the stock objs, and the stock nginx
             // be installed as the patched one.
-            return Err(format!(
+            return err!(
                 "{} does not name its objs directory {from}: cannot build the patched nginx \
                  on it",
                 makefile.display()
-            )
-            .into());
+            );
         }
         let text = text.replace(from.as_ref(), &objs.to_string_lossy());
         fs::write(&makefile, text).at(&makefile)?;

@@ -178,12 +178,11 @@ pub fn check(trees: &[String]) -> Result {
         );
         Ok(())
     } else {
-        Err(format!(
+        err!(
             "nginx-src-patches differs from what the canonical series ({BASE}/) and \
              deltas/ make: {}; run `cargo xtask patches` and commit the result",
             drifted.join(", ")
         )
-        .into())
     }
 }
 
@@ -262,12 +261,11 @@ fn scratch(
     git.am(&canonical)?;
     let commits = git.lines(&["rev-list", "--reverse", "base..HEAD"])?;
     if commits.len() != canonical.len() {
-        return Err(format!(
+        return err!(
             "{BASE}: {} patches made {} commits",
             canonical.len(),
             commits.len()
-        )
-        .into());
+        );
     }
     if tree != BASE {
         git.run(&["checkout", "-q", "--orphan", "made"])?;
@@ -347,12 +345,11 @@ fn deltas(patches: &Path, tree: &str) -> Result<Deltas> {
                 &mut found.replacing
             };
             if let Some(other) = into.insert(n.clone(), p.clone()) {
-                return Err(format!(
+                return err!(
                     "{tree}: two deltas for patch {n}: {} and {}",
                     other.display(),
                     p.display()
-                )
-                .into());
+                );
             }
         }
     }

@@ -42,11 +42,10 @@ pub fn ensure() -> Result {
         names(missing.iter().copied())
     );
     if !is_root() {
-        return Err(format!(
+        return err!(
             "missing system packages: {}\n  run as root: {install}",
             names(missing.iter().copied())
-        )
-        .into());
+        );
     }
     eprintln!(
         "xtask: installing missing packages: {}",

@@ -171,11 +171,10 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
             (unpack(path, &sha)?, sha)
         }
         Origin::User(path) => {
-            return Err(format!(
+            return err!(
                 "--nginx-source {}: no such file or directory",
                 path.display()
             )
-            .into())
         }
         Origin::Mirror(path) => {
             let sha = check_mirrored(path, opts)?;
@@ -184,17 +183,16 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
         }
         Origin::Crate(krate) => {
             if opts.sha256.is_some() {
-                return Err(format!(
+                return err!(
                     "--sha256 checks a tarball, and nginx {version} comes from {origin} \
                      (checked by cargo against crates.io's checksum): leave --sha256 out, or \
                      name the tarball with --nginx-source"
-                )
-                .into());
+                );
             }
             from_crate(krate)?
         }
         Origin::Download(_) if !is_release(version) && !version.is_empty() => {
-            return Err(format!(
+            return err!(
                 "{version} is not an nginx.org release, so there is nothing to download: name \
                  its source with --nginx-source PATH ({}), or set {MIRROR_ENV} to a directory \
                  holding it",
@@ -206,7 +204,6 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
                     "a checkout or archive of nginx's development branch at that commit"
                 }
             )
-            .into())
         }
         Origin::Download(url) => {
             let tarball = download_checked(url, opts)?;
@@ -222,7 +219,7 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
     // A development branch says the release it leads to, not its commit.
     let branch = version.starts_with("master-") && is_release(&found);
     if !version.is_empty() && found != version && !branch {
-        return Err(format!("{origin} is {}, not {version}", describe(&found)).into());
+        return err!("{origin} is {}, not {version}", describe(&found));
     }
     Ok(Source {
         version: if branch { version.to_string() } else { found },
@@ -236,11 +233,10 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
 /// `--sha256`, when given, must be the tarball's.
 fn given_sha256(path: &Path, got: &str, opts: &Options) -> Result {
     match &opts.sha256 {
-        Some(want) if !got.eq_ignore_ascii_case(want.trim()) => Err(format!(
+        Some(want) if !got.eq_ignore_ascii_case(want.trim()) => err!(
             "{}: SHA-256 {got}, not the {want} given with --sha256; refusing to build from it",
             path.display()
-        )
-        .into()),
+        ),
         _ => Ok(()),
     }
 }

@@ -96,7 +96,7 @@ fn suite() -> Option<Result<PathBuf>> {
         return Some(if dir.join("lib/Test/Nginx.pm").is_file() {
             Ok(dir)
         } else {
-            Err(format!("{TESTS_ENV}={}: no lib/Test/Nginx.pm there", dir.display()).into())
+            err!("{TESTS_ENV}={}: no lib/Test/Nginx.pm there", dir.display())
         });
     }
     source::mirrored_tree("nginx-tests")
@@ -270,7 +270,7 @@ fn expand(dir: &Path) -> Result<Vec<String>> {
         .collect();
     names.sort();
     if names.is_empty() {
-        return Err(format!("{}: none of {FILES:?}", dir.display()).into());
+        return err!("{}: none of {FILES:?}", dir.display());
     }
     Ok(names)
 }
@@ -303,7 +303,7 @@ pub fn command(sel: &Selection) -> Result {
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(format!("failed: {}", failed.join(", ")).into())
+        err!("failed: {}", failed.join(", "))
     }
 }
 

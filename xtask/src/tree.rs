@@ -14,13 +14,12 @@ pub(crate) fn run_quiet(cmd: &mut Command) -> Result {
     if out.status.success() {
         return Ok(());
     }
-    Err(format!(
+    err!(
         "{cmd:?} failed ({}):\n{}{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-    .into())
 }
 
 /// FNV-1a over the concatenation of `parts`: a build's stamp.
@@ -56,7 +55,7 @@ pub(crate) fn files(path: &Path, skip: &dyn Fn(&str) -> bool) -> Result<Vec<Path
             return Ok(());
         }
         for entry in fs::read_dir(path).at(path)? {
-            let p = entry.map_err(|e| e.to_string())?.path();
+            let p = entry.at(path)?.path();
             if !p.file_name().is_some_and(|n| skip(&n.to_string_lossy())) {
                 walk(&p, skip, out)?;
             }
@@ -75,13 +74,13 @@ pub(crate) fn files(path: &Path, skip: &dyn Fn(&str) -> bool) -> Result<Vec<Path
 fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&str) -> bool) -> Result {
     fs::create_dir_all(to).at(to)?;
     for entry in fs::read_dir(from).at(from)? {
-        let entry = entry.map_err(|e| e.to_string())?;
+        let entry = entry.at(from)?;
         let name = entry.file_name();
         if skip(&name.to_string_lossy()) {
             continue;
         }
         let (src, dst) = (entry.path(), to.join(&name));
-        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+        if entry.file_type().at(entry.path())?.is_dir() {
             copy_filtered(&src, &dst, skip)?;
         } else {
             fs::copy(&src, &dst).at(&src)?;

@@ -97,7 +97,7 @@ pub fn ci_subset(install_dir: &Path) -> Result {
 fn log_dir() -> Result<PathBuf> {
     let dir = target_dir().join("valgrind");
     let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    fs::create_dir_all(&dir).at(&dir)?;
     if Command::new("valgrind").arg("--version").output().is_err() {
         return Err("valgrind is not installed (apt-get install valgrind)".into());
     }
@@ -248,11 +248,12 @@ impl Summary {
             return Err("no nginx ran under memcheck".into());
         }
         if !self.bad.is_empty() {
-            return Err(format!(
+            return err!(
                 "memcheck: {} errors, {} definitely lost blocks, {} logs without a summary",
-                t.errors, t.lost_blocks, t.incomplete
-            )
-            .into());
+                t.errors,
+                t.lost_blocks,
+                t.incomplete
+            );
         }
         Ok(())
     }

@@ -30,6 +30,13 @@ pub enum Error {
     Said(String),
 }
 
+/// `Err` of what a command found wrong: `return err!("{path}: no version")`.
+macro_rules! err {
+    ($($what:tt)*) => {
+        Err(format!($($what)*).into())
+    };
+}
+
 impl From<String> for Error {
     fn from(said: String) -> Error {
         Error::Said(said)
@@ -105,6 +112,6 @@ pub fn run(cmd: &mut Command) -> Result {
     if status.success() {
         Ok(())
     } else {
-        Err(format!("{cmd:?} failed: {status}").into())
+        err!("{cmd:?} failed: {status}")
     }
 }

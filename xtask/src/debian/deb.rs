@@ -36,10 +36,10 @@ fn architecture() -> Result<String> {
     let out = Command::new("dpkg")
         .arg("--print-architecture")
         .output()
-        .map_err(|e| format!("dpkg: {e}"))?;
+        .running("dpkg")?;
     let arch = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || arch.is_empty() {
-        return Err(format!("dpkg --print-architecture: {out:?}").into());
+        return err!("dpkg --print-architecture: {out:?}");
     }
     Ok(arch)
 }
@@ -49,7 +49,7 @@ fn architecture() -> Result<String> {
 fn glibc_needed(so: &Path) -> Result<String> {
     let text = objdump("-T", so)?;
     if !text.contains("GLIBC_") {
-        return Err(format!("objdump -T {} shows no glibc symbol", so.display()).into());
+        return err!("objdump -T {} shows no glibc symbol", so.display());
     }
     let mut best: Vec<u32> = vec![2, 2, 5];
     for word in text.split_whitespace() {
@@ -79,9 +79,9 @@ fn objdump(flag: &str, so: &Path) -> Result<String> {
         .arg(flag)
         .arg(so)
         .output()
-        .map_err(|e| format!("objdump: {e}"))?;
+        .running("objdump")?;
     if !out.status.success() {
-        return Err(format!("objdump {flag} {}: {out:?}", so.display()).into());
+        return err!("objdump {flag} {}: {out:?}", so.display());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -179,9 +179,7 @@ pub(super) fn make_deb(
         match lib.as_str() {
             "libgcc_s.so.1" => depends.push_str(", libgcc-s1 (>= 3.0)"),
             l if l.starts_with("libc.so") || l.starts_with("ld-linux") => {}
-            other => {
-                return Err(format!("the module needs {other}: name its package in Depends").into())
-            }
+            other => return err!("the module needs {other}: name its package in Depends"),
         }
     }
     fs::write(
@@ -238,7 +236,7 @@ fn md5sums(stage: &Path) -> Result<String> {
         .args(["-c", "find usr -type f -print0 | sort -z | xargs -0 md5sum"])
         .current_dir(stage)
         .output()
-        .map_err(|e| format!("md5sum: {e}"))?;
+        .running("md5sum")?;
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
     }

@@ -57,7 +57,7 @@ pub(super) fn fetch(inputs: &Inputs, dir: &Path) -> Result<Vec<PathBuf>> {
             let pinned = mirror.join("debian-sid");
             let mut debs = Vec::new();
             for entry in fs::read_dir(&pinned).at(&pinned)? {
-                let path = entry.map_err(|e| e.to_string())?.path();
+                let path = entry.at(&pinned)?.path();
                 let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                     continue;
                 };
@@ -214,7 +214,7 @@ pub(super) fn unpack(debs: &[PathBuf], dest: &Path) -> Result<PathBuf> {
         "usr/lib/nginx/modules/ngx_stream_module.so",
     ] {
         if !dest.join(needed).exists() {
-            return Err(format!("the packages hold no {needed}: {names:?}").into());
+            return err!("the packages hold no {needed}: {names:?}");
         }
     }
     fs::write(&stamp_file, stamp).at(&stamp_file)?;

@@ -78,7 +78,7 @@ pub(super) fn build(root: &Path, work: &Path) -> Result<PathBuf> {
     );
     let so = objs.join(MODULE_FILE);
     if !so.is_file() {
-        return Err(format!("make modules left no {}", so.display()).into());
+        return err!("make modules left no {}", so.display());
     }
     Ok(so)
 }

@@ -239,13 +239,12 @@ fn list(b: &Binary, from: &Command, pick: &[String]) -> Result<Vec<String>> {
         .output()
         .map_err(|e| format!("cannot list {}: {e}", b.exe.display()))?;
     if !out.status.success() {
-        return Err(format!(
+        return err!(
             "{} --list: {}: {}",
             b.exe.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -282,11 +281,10 @@ fn jobs_of(
             .filter(|m| !every.iter().any(|t| module_of(t) == Some(**m)))
             .collect();
         if !missing.is_empty() && matches!(modules, Modules::Only(_)) {
-            return Err(format!(
+            return err!(
                 "{}: no module {missing:?}: a selection names a module the suite does not have",
                 b.exe.display()
-            )
-            .into());
+            );
         }
         let picked = if pick.is_empty() {
             every
@@ -297,11 +295,10 @@ fn jobs_of(
         let mut by_module: Vec<(String, Vec<String>)> = Vec::new();
         for t in picked {
             let Some(m) = module_of(&t) else {
-                return Err(format!(
+                return err!(
                     "{}: test {t} is in the suite's root: write it in a module",
                     b.exe.display()
-                )
-                .into());
+                );
             };
             if !modules.runs(m) {
                 continue;
@@ -317,11 +314,10 @@ fn jobs_of(
             .filter(|m| !by_module.iter().any(|(n, _)| n == **m))
             .collect();
         if strict && matches!(modules, Modules::Only(_)) && !unrun.is_empty() {
-            return Err(format!(
+            return err!(
                 "{}: modules {unrun:?} have no test the filters {pick:?} pick",
                 b.exe.display()
-            )
-            .into());
+            );
         }
         for (m, tests) in by_module {
             jobs.push(Binary {
@@ -359,7 +355,7 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
     }
     let out = build.output().running(format!("{build:?}"))?;
     if !out.status.success() {
-        return Err(format!("tests did not build: {}", out.status).into());
+        return err!("tests did not build: {}", out.status);
     }
     let all = binaries(&String::from_utf8_lossy(&out.stdout))?;
     let all = jobs_of(all, cmd, &pick, stages.modules, stages.strict)?;
@@ -432,7 +428,7 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
     remember(&total.binaries);
     let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
     if !failed.is_empty() {
-        return Err(format!("tests failed: {}", failed.join(", ")).into());
+        return err!("tests failed: {}", failed.join(", "));
     }
     if total.passed == before {
         return Err(NO_TEST.into());

@@ -200,7 +200,7 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
     let v = &id.version;
     let bin = a.binary.display();
     let Some(tuple) = id.version_tuple() else {
-        return Err(format!("{bin} says nginx/{v}, which is not a version").into());
+        return err!("{bin} says nginx/{v}, which is not a version");
     };
     if tuple < FLOOR {
         println!(
@@ -210,7 +210,7 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
         return Ok(false);
     }
     if id.codebase.starts_with("angie-") {
-        return Err(format!(
+        return err!(
             "{bin} is {}: no module on ngx 0.5 can be built for Angie. nginx-sys's module \
              structure names nginx's `spare1`, which Angie calls `angie_sign`, and past that \
              (BINDGEN_EXTRA_CLANG_ARGS=-Dangie_sign=spare1) ngx's logging calls \
@@ -218,8 +218,7 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
              first. Angie's fix is its core patch: nginx-src-patches/angie-1.12.1 \
              (docs/versions.md, Tengine and Angie)",
             id.describe()
-        )
-        .into());
+        );
     }
     if id.has("--without-http_upstream_zone_module") {
         println!(
@@ -229,14 +228,13 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
         return Ok(false);
     }
     if !id.has("--with-compat") {
-        return Err(format!(
+        return err!(
             "{bin} (nginx {v}) was configured without --with-compat, so it loads only \
              modules built against its own configured tree. Configure nginx {v}'s source with \
              the arguments `nginx -V` prints, then build against that tree's objs: \
              NGINX_BUILD_DIR=/path/to/nginx-{v}/objs cargo build --release \
              --no-default-features --features export-modules (README: Building from source)"
-        )
-        .into());
+        );
     }
     if id.has("--prefix=/usr/share/nginx") && a.source.user.is_none() {
         // Debian's and Ubuntu's own nginx: their module build is from

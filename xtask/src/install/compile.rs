@@ -118,9 +118,8 @@ pub(super) fn prove_loads(a: &Args, id: &Identity, layout: &Layout, module: &Pat
     if out.status.success() && said.contains("test is successful") {
         return Ok(());
     }
-    Err(format!(
+    err!(
         "{} refuses the module built for it; nothing was installed:\n{said}",
         a.binary.display()
     )
-    .into())
 }

@@ -163,7 +163,7 @@ impl Was {
         match fs::read(path) {
             Ok(b) => Ok(Was::File(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Was::Absent),
-            Err(e) => Err(format!("{}: {e}", path.display()).into()),
+            Err(e) => err!("{}: {e}", path.display()),
         }
     }
 
@@ -178,7 +178,7 @@ impl Was {
             }
             Was::Absent => match fs::remove_file(path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    Err(format!("{}: {e}", path.display()).into())
+                    err!("{}: {e}", path.display())
                 }
                 _ => Ok(()),
             },

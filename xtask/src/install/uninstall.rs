@@ -24,11 +24,10 @@ pub fn uninstall(a: Args) -> Result {
     let layout = Layout::of(&id, a.prefix.as_deref());
     let (module, previous) = (layout.module(), layout.previous());
     if let Some(owner) = package_owner(&layout) {
-        return Err(format!(
+        return err!(
             "{} was installed by {owner}: remove it with apt remove (or apt purge)",
             module.display()
-        )
-        .into());
+        );
     }
     if a.dry_run {
         println!("dry run: nothing is removed");
@@ -183,7 +182,7 @@ fn refuse_while_used(d: &Dump, layout: &Layout) -> Result {
         return Ok(());
     }
     let lines: Vec<String> = uses.iter().map(|u| format!("  {u}")).collect();
-    Err(format!(
+    err!(
         "the configuration still uses the module in {} place{}; remove {}, then run this \
          again (nothing was removed):\n{}",
         uses.len(),
@@ -191,7 +190,6 @@ fn refuse_while_used(d: &Dump, layout: &Layout) -> Result {
         if uses.len() == 1 { "it" } else { "them all" },
         lines.join("\n")
     )
-    .into())
 }
 
 /// The `*.conf` files left in the snippets' directory (what its `include`

@@ -21,7 +21,7 @@ pub(super) fn sync_tree(tree: &Path) -> Result {
         .output()
         .running("git ls-files")?;
     if !out.status.success() {
-        return Err(format!("git ls-files: {}", String::from_utf8_lossy(&out.stderr)).into());
+        return err!("git ls-files: {}", String::from_utf8_lossy(&out.stderr));
     }
     let tracked: BTreeSet<PathBuf> = String::from_utf8_lossy(&out.stdout)
         .split('\0')
@@ -66,14 +66,13 @@ pub(super) fn check_applies(m: &Mutant, text: &str) -> Result<std::ops::Range<us
     let found = locate(text, m.find);
     match found.as_slice() {
         [one] => Ok(one.clone()),
-        _ => Err(format!(
+        _ => err!(
             "mutant {}: its text occurs {} times in {}, not once:\n{}",
             m.name,
             found.len(),
             m.file,
             m.find
-        )
-        .into()),
+        ),
     }
 }
 

@@ -48,7 +48,7 @@ pub(super) fn run_listed(
         for n in names {
             let id = format!("{b}::{n}");
             if !r.passed.contains(&id) && !r.failed.contains(&id) {
-                return Err(format!("{id} did not run (see {})", log.display()).into());
+                return err!("{id} did not run (see {})", log.display());
             }
         }
         all.passed.extend(r.passed);
@@ -129,11 +129,10 @@ pub(super) fn cargo_test(
             }
             return Ok(r);
         }
-        return Err(format!(
+        return err!(
             "`cargo test --test suite -- {binary}::` ran no test (did it build? see {})",
             log.display()
-        )
-        .into());
+        );
     }
     Ok(r)
 }
@@ -153,7 +152,7 @@ pub(super) fn run_core(tree: &Path, target: &Path, log: &Path) -> Result<Results
     let (ok, lines) = run_logged(&mut cmd, log)?;
     let r = parse_results(&lines, "core");
     if !ok && r.failed.is_empty() {
-        return Err(format!("core's unit tests did not run (see {})", log.display()).into());
+        return err!("core's unit tests did not run (see {})", log.display());
     }
     Ok(r)
 }

@@ -26,7 +26,7 @@ use crate::workspace::{target_dir, At, Result};
 /// - the tree's other patches are added after the series.
 pub(super) fn derive(tree: &str) -> Result {
     if tree == BASE {
-        return Err(format!("{BASE} is the canonical series: nothing to derive").into());
+        return err!("{BASE} is the canonical series: nothing to derive");
     }
     let (git, work, canonical, commits) = scratch(&dir(), &target_dir().join("patches"), tree)?;
     let own = series(&dir().join(tree))?;
@@ -46,11 +46,10 @@ pub(super) fn derive(tree: &str) -> Result {
             let i = unmatched.remove(0);
             plan.push((n, None, own[i].clone()));
         } else {
-            return Err(format!(
+            return err!(
                 "{tree}: its series has no patch for {} and none to put in its place",
                 canonical[c].display()
-            )
-            .into());
+            );
         }
     }
     for (k, i) in unmatched.into_iter().enumerate() {
@@ -81,12 +80,12 @@ pub(super) fn derive(tree: &str) -> Result {
                 {
                     for f in git.lines(&["diff", "--name-only", "--diff-filter=U"])? {
                         let path = git.0.join(&f);
-                        let text = fs::read_to_string(&path).map_err(|e| format!("{f}: {e}"))?;
+                        let text = fs::read_to_string(&path).at(&path)?;
                         let wanted = git.output(&["show", &format!("{want}:{f}")])?;
                         let found = Resolution::find(&f, &text, &wanted)
                             .map_err(|e| format!("{tree}: patch {n}: {e}"))?;
                         let resolved = resolve(&f, &text, &found)?;
-                        fs::write(&path, resolved).map_err(|e| format!("{f}: {e}"))?;
+                        fs::write(&path, resolved).at(&path)?;
                         git.run(&["add", &f])?;
                         resolutions.extend(found);
                     }
@@ -111,7 +110,7 @@ pub(super) fn derive(tree: &str) -> Result {
                     let name = format!("{n}+{tree}.patch");
                     let made = export(&git, &work.join("fold"), "HEAD~1..HEAD")?;
                     let (_, bytes) = made.into_iter().next().ok_or("no fold exported")?;
-                    fs::write(out.join(&name), bytes).map_err(|e| format!("{name}: {e}"))?;
+                    fs::write(out.join(&name), bytes).at(out.join(&name))?;
                     git.run(&["reset", "-q", "--soft", "HEAD~2"])?;
                     git.run(&["commit", "-q", "--allow-empty", "-C", want])?;
                 }
@@ -121,13 +120,13 @@ pub(super) fn derive(tree: &str) -> Result {
                 let made = export(&git, &work.join("own"), "HEAD~1..HEAD")?;
                 let (name, bytes) = made.into_iter().next().ok_or("no patch exported")?;
                 let name = format!("{n}{}", &name[4..]);
-                fs::write(out.join(&name), bytes).map_err(|e| format!("{name}: {e}"))?;
+                fs::write(out.join(&name), bytes).at(out.join(&name))?;
             }
         }
     }
     if !resolutions.is_empty() {
         let text: String = resolutions.iter().map(Resolution::render).collect();
-        fs::write(out.join("resolutions"), text).map_err(|e| format!("resolutions: {e}"))?;
+        fs::write(out.join("resolutions"), text).at(out.join("resolutions"))?;
     }
     // A replacement another selector already gives (`deltas/1.28/` for
     // 1.28.0) stays there, not twice.
@@ -168,12 +167,11 @@ pub(super) fn derive(tree: &str) -> Result {
         if kept.is_dir() {
             crate::tree::copy_tree(&kept, &dest)?;
         }
-        return Err(format!(
+        return err!(
             "{tree}: the deltas derived do not make its series again ({}); \
              deltas/{tree}/ is left as it was",
             differs.join(", ")
-        )
-        .into());
+        );
     }
     eprintln!("xtask: patches: {tree}: deltas/{tree}/ derived from {tree}/");
     Ok(())

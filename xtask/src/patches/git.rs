@@ -67,14 +67,13 @@ impl Git {
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(format!(
+            err!(
                 "git {} ({}) failed: {}{}",
                 args.join(" "),
                 self.0.display(),
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             )
-            .into())
         }
     }
 
@@ -96,7 +95,7 @@ impl Git {
             .status()
             .running("cp")?;
         if !status.success() {
-            return Err(format!("cannot copy {}/src", tree.display()).into());
+            return err!("cannot copy {}/src", tree.display());
         }
         self.run(&["add", "-A", "src"])?;
         self.run(&["commit", "-q", "-m", name])?;
@@ -109,7 +108,7 @@ impl Git {
             let path = p.to_str().ok_or("a non-UTF-8 patch path")?;
             if let Err(e) = self.run(&["am", "-q", path]) {
                 let _ = self.run(&["am", "--abort"]);
-                return Err(format!("{} does not apply: {e}", p.display()).into());
+                return err!("{} does not apply: {e}", p.display());
             }
         }
         Ok(())
@@ -134,19 +133,18 @@ impl Git {
         // Not a conflict git marked in a file (a file the tree lacks, say):
         // git's own account.
         if unmerged.is_empty() {
-            return Err(format!(
+            return err!(
                 "{} does not carry over to {tree}: {picked}",
                 patch.display()
-            )
-            .into());
+            );
         }
         let mut conflicts = Vec::new();
         for file in unmerged {
             let path = self.0.join(&file);
-            let text = fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))?;
+            let text = fs::read_to_string(&path).at(&path)?;
             match resolve(&file, &text, recorded) {
                 Ok(resolved) => {
-                    fs::write(&path, resolved).map_err(|e| format!("{file}: {e}"))?;
+                    fs::write(&path, resolved).at(&path)?;
                     self.run(&["add", &file])?;
                 }
                 Err(e) => conflicts.push(format!("{file}: {e}")),
@@ -157,7 +155,7 @@ impl Git {
         if conflicts.is_empty() {
             return self.run(&["commit", "-q", "--allow-empty", "-C", commit]);
         }
-        Err(format!(
+        err!(
             "{} does not carry over to {tree} by a three-way merge ({}). The \
              scratch repository is {}: edit nginx-src-patches/{tree}/ by hand to what \
              {tree} needs (the resolution there is a guide), then `cargo xtask patches \
@@ -166,7 +164,6 @@ impl Git {
             conflicts.join("; "),
             work.join("repo").display()
         )
-        .into())
     }
 
     /// Applies the delta `fold` to the last commit and folds it in, its
@@ -187,7 +184,7 @@ impl Git {
             .status()
             .running("git mailinfo")?;
         if !status.success() {
-            return Err(format!("{}: not a patch git can read", fold.display()).into());
+            return err!("{}: not a patch git can read", fold.display());
         }
         if fs::metadata(&diff).is_ok_and(|m| m.len() > 0) {
             let path = diff.to_str().ok_or("a non-UTF-8 path")?;

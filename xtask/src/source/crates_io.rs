@@ -41,12 +41,11 @@ pub(super) fn from_crate(krate: &str) -> Result<(PathBuf, String)> {
         .running("cargo metadata")?;
     if !out.status.success() {
         let nginx = krate.rsplit('+').next().unwrap_or(krate);
-        return Err(format!(
+        return err!(
             "cargo could not fetch nginx-src {krate} (nginx {nginx}) from crates.io: {}\n{}",
             String::from_utf8_lossy(&out.stderr).trim(),
             remedies(&super::tarball_name(nginx))
-        )
-        .into());
+        );
     }
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("cargo metadata printed no JSON: {e}"))?;

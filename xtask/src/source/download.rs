@@ -131,12 +131,11 @@ pub(super) fn download(url: &str, dest: &Path) -> Result {
     if !out.status.success() {
         let _ = fs::remove_file(&part);
         let name = url.rsplit('/').next().unwrap_or(url);
-        return Err(format!(
+        return err!(
             "downloading {url} failed: {}\n{}",
             said_once(&String::from_utf8_lossy(&out.stderr)),
             remedies(name.trim_end_matches(".asc"))
-        )
-        .into());
+        );
     }
     fs::rename(&part, dest).at(dest)
 }

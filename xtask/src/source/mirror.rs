@@ -100,12 +100,11 @@ pub fn check_listed(sums: &Path, name: &str, path: &Path) -> Result<String> {
     if want == got {
         Ok(got)
     } else {
-        Err(format!(
+        err!(
             "{}: SHA-256 {got}, but {} says {want}; refusing to use it",
             path.display(),
             sums.display()
         )
-        .into())
     }
 }
 

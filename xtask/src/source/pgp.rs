@@ -68,7 +68,7 @@ fn base64(s: &str) -> Result<Vec<u8>> {
             b'0'..=b'9' => c - b'0' + 52,
             b'+' => 62,
             b'/' => 63,
-            _ => return Err(format!("`{}` is not base64", c as char).into()),
+            _ => return err!("`{}` is not base64", c as char),
         };
         acc = (acc << 6) | u32::from(v);
         bits += 6;
@@ -111,7 +111,7 @@ pub fn keyring(dir: &Path, out: &Path) -> Result<usize> {
         keys += 1;
     }
     if keys == 0 {
-        return Err(format!("{}: no *.asc public key", dir.display()).into());
+        return err!("{}: no *.asc public key", dir.display());
     }
     fs::write(out, ring).at(out)?;
     Ok(keys)
@@ -142,12 +142,11 @@ pub fn verify(ring: &Path, sig: &Path, file: &Path) -> Result<String> {
             .lines()
             .find(|l| l.starts_with(&format!("[GNUPG:] {bad} ")))
         {
-            return Err(format!(
+            return err!(
                 "{} is signed by a key that is revoked or a signature that has expired ({l}); \
                  refusing it",
                 file.display()
-            )
-            .into());
+            );
         }
     }
     let valid = status.lines().find_map(|l| {
@@ -156,15 +155,14 @@ pub fn verify(ring: &Path, sig: &Path, file: &Path) -> Result<String> {
     });
     match valid {
         Some(fpr) if out.status.success() => Ok(fpr.to_string()),
-        _ => Err(format!(
+        _ => err!(
             "{} is not signed by {} (gpgv: {})",
             file.display(),
             sig.display(),
             String::from_utf8_lossy(&out.stderr)
                 .trim()
                 .replace('\n', "; ")
-        )
-        .into()),
+        ),
     }
 }
 

@@ -57,12 +57,11 @@ pub fn sha256(file: &Path) -> Result<String> {
         .output()
         .running("sha256sum")?;
     if !out.status.success() {
-        return Err(format!(
+        return err!(
             "sha256sum {}: {}",
             file.display(),
             String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
+        );
     }
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
