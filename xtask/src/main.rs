@@ -93,6 +93,7 @@ enum Command {
     /// build nginx, the patched nginx and the module into target/nginx/VERSION/; with
     /// --for NGINX_BINARY only the module, for that binary's version and flags, proven
     /// to load into it with nginx -t (the other options then install's)
+    #[command(verbatim_doc_comment)]
     Build {
         #[arg(long, value_name = "VERSION|all", value_parser = versions::which,
               help = versions::nginx_help(), conflicts_with = "binary")]
@@ -103,6 +104,7 @@ enum Command {
     /// build, then run the unit tests and the nginx integration suite; `--nginx all` is
     /// CI's run: the whole suite on the default version, the matrix tests on every
     /// other version, and Debian
+    #[command(verbatim_doc_comment)]
     NginxTest {
         #[command(flatten)]
         nginx: versions::Nginx,
@@ -114,13 +116,14 @@ enum Command {
     /// build, then only nginx's own test suite (nginx-tests: upstream, proxy and stream
     /// proxy files), four ways: stock, module on, patched, and the race on stock (the
     /// suite from the mirror or GENERATION_RETRY_NGINX_TESTS=DIR)
+    #[command(verbatim_doc_comment)]
     NginxTests {
         #[command(flatten)]
         nginx: versions::Nginx,
     },
     /// the operator's command: build the module for the nginx binary named and install it
     /// beside that nginx, proven with its nginx -t
-    #[command(mut_arg("binary", |a| a.required(true)))]
+    #[command(verbatim_doc_comment, mut_arg("binary", |a| a.required(true)))]
     Install(install::Args),
     /// take out what install made (--for NGINX_BINARY [--prefix DIR] [--dry-run])
     #[command(mut_arg("binary", |a| a.required(true)))]
@@ -128,14 +131,17 @@ enum Command {
     /// build the module from Debian's nginx-dev as Debian builds modules, package
     /// target/debian/libnginx-mod-http-generation-retry_*.deb and run the races in
     /// Debian's own nginx
+    #[command(verbatim_doc_comment)]
     Debian(debian::Args),
     /// the source release for packagers: target/dist/generation-retry-VERSION.tar.gz (and
     /// .sha256), the module with every crate in vendor/, built offline by ./configure
     /// --add-dynamic-module and make modules
+    #[command(verbatim_doc_comment)]
     Dist(dist::Args),
     /// build nginx with other flags and the module against it (NGINX_BUILD_DIR,
     /// --add-dynamic-module) into target/nginx/DEFAULT/external/, then run the suite's
     /// `external` module
+    #[command(verbatim_doc_comment)]
     External {
         /// to the test binaries (after an optional `--`)
         #[arg(
@@ -147,17 +153,21 @@ enum Command {
     },
     /// build, then stock nginx beside nginx with the module under the same load and
     /// faults (one nginx)
+    #[command(verbatim_doc_comment)]
     Lab(bins::Harness),
     /// build, then stock vs module on vs module off: throughput and latency ratios, and
     /// the cost of a rescue; `--churn` instead: 40 and 1,000 upstreams with moving
     /// names, stock vs module on vs patched
+    #[command(verbatim_doc_comment)]
     Bench(bins::Harness),
     /// build, then ten minutes of 40 moving names under load with reloads every 2 s, one
     /// USR2 upgrade and one worker killed: 0 generation 502s, memory flat after the
     /// warm-up, counters equal to the access log (not in CI; --seconds N, --upstreams N)
+    #[command(verbatim_doc_comment)]
     Soak(bins::Harness),
     /// build, then the race scenarios (every balancer row) and a short lab with nginx
     /// under valgrind memcheck
+    #[command(verbatim_doc_comment)]
     Valgrind {
         /// nginx-test's subset
         #[arg(long)]
@@ -167,21 +177,25 @@ enum Command {
     /// warnings, then every tree's patch series against its regeneration (patches
     /// --check), the sizes, the docs' generated tables; fails if any does (CI runs it
     /// first)
+    #[command(verbatim_doc_comment)]
     Check,
     /// rewrite the tables of nginx versions in README.md and docs/versions.md from
     /// xtask/src/versions.rs (what check holds them to)
+    #[command(verbatim_doc_comment)]
     Docs,
     /// make every tree's nginx-src-patches/TREE/ from the canonical series
     /// (nginx-src-patches/1.31.4/) and deltas/
+    #[command(verbatim_doc_comment)]
     Patches(patches::Args),
     /// build, then apply each mutant (a small deliberate fault in the module or a patch)
     /// to a copy in target/mutants/, build it and run the tests that should catch it; a
     /// table, and failure if any is missed
+    #[command(verbatim_doc_comment)]
     Mutants(mutants::Args),
     /// generated inputs through every parser and renderer that meets outside input (the
     /// directive, the status query, the Prometheus and JSON renderers, diagnose's log
     /// readers), each checked against what it must answer; no nginx needed
-    #[command(disable_help_flag = true)]
+    #[command(verbatim_doc_comment, disable_help_flag = true)]
     Fuzz {
         /// the fuzz binary's: --inputs N (default 1000000), --seed S, --target NAME;
         /// failures saved in target/fuzz/failures/
@@ -196,7 +210,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let Some(command) = Cli::parse().command else {
-        let _ = Cli::command().print_long_help();
+        let _ = Cli::command().print_help();
         return ExitCode::SUCCESS;
     };
     let result = match command {

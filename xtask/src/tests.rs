@@ -216,7 +216,7 @@ fn the_operators_options_are_parsed_and_off_by_default() {
 /// every option, the default version and the matrix.
 #[test]
 fn help_names_every_command_and_option() {
-    let help = Cli::command().render_long_help().to_string();
+    let help = Cli::command().render_help().to_string();
     for command in Cli::command().get_subcommands() {
         let name = command.get_name();
         assert!(
