@@ -25,8 +25,19 @@ pub struct Harness {
     pub rest: Vec<String>,
 }
 
+impl Harness {
+    /// The one nginx asked for, and its source; refused before any build
+    /// when `--nginx` came after the binary's options (it would be theirs).
+    pub fn one(&self) -> Result<(String, Option<std::path::PathBuf>)> {
+        match self.rest.iter().find(|a| a.starts_with("--nginx")) {
+            Some(late) => err!("{late}: --nginx and --nginx-source go before the binary's options"),
+            None => self.nginx.one(),
+        }
+    }
+}
+
 pub fn harness_bin(bin: &str, a: &Harness) -> Result {
-    let (version, source) = a.nginx.one()?;
+    let (version, source) = a.one()?;
     let built = build::build_version(&version, source.as_deref())?;
     run(harness_command(bin, &built.install).args(&a.rest))
 }

@@ -109,32 +109,33 @@ fn a_harness_commands_nginx_comes_first_and_the_rest_is_the_binarys() {
     let Command::Lab(a) = parse("lab --nginx 1.31.4 --rate 500 --arms stock,module") else {
         panic!()
     };
-    assert_eq!(a.nginx.one().unwrap(), ("1.31.4".into(), None));
+    assert_eq!(a.one().unwrap(), ("1.31.4".into(), None));
     assert_eq!(a.rest, ["--rate", "500", "--arms", "stock,module"]);
     let Command::Bench(a) = parse("bench --nginx-source=/src/n --churn --help") else {
         panic!()
     };
     assert_eq!(
-        a.nginx.one().unwrap(),
+        a.one().unwrap(),
         (String::new(), Some(PathBuf::from("/src/n")))
     );
     assert_eq!(a.rest, ["--churn", "--help"]);
     let Command::Soak(a) = parse("soak") else {
         panic!()
     };
-    assert_eq!(
-        (a.nginx.one().unwrap().0, a.rest.len()),
-        (DEFAULT.into(), 0)
-    );
+    assert_eq!((a.one().unwrap().0, a.rest.len()), (DEFAULT.into(), 0));
     let Command::Lab(a) = parse("lab --nginx all") else {
         panic!()
     };
-    assert!(a
-        .nginx
-        .one()
-        .unwrap_err()
-        .to_string()
-        .contains("runs one nginx"));
+    assert!(a.one().unwrap_err().to_string().contains("runs one nginx"));
+    // After the binary's options, --nginx would be theirs: refused before any build.
+    let Command::Lab(a) = parse("lab --quick --nginx 1.31.4") else {
+        panic!()
+    };
+    let err = a.one().unwrap_err().to_string();
+    assert!(
+        err.contains("--nginx: --nginx and --nginx-source go before"),
+        "{err}"
+    );
     let Command::Fuzz { args } = parse("fuzz --inputs 5 --help") else {
         panic!()
     };
