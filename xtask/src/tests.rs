@@ -7,23 +7,32 @@ use std::path::{Path, PathBuf};
 use clap::{CommandFactory, Parser};
 
 use super::{Cli, Command};
-use crate::versions::{Which, DEFAULT, MATRIX};
-
-fn parse(line: &str) -> Command {
-    try_parse(line).unwrap_or_else(|e| panic!("{line}: {e}"))
-}
+use crate::versions::{Selection, Which, DEFAULT, MATRIX};
 
 fn try_parse(line: &str) -> Result<Command, clap::Error> {
     let words = std::iter::once("xtask").chain(line.split_whitespace());
     Cli::try_parse_from(words).map(|cli| cli.command.expect("a command"))
 }
 
+/// What `line` parses to, taken apart by `pattern`: `parsed!("dist", Command::Dist(d) => d)`.
+macro_rules! parsed {
+    ($line:expr, $pattern:pat => $out:expr) => {
+        match try_parse($line) {
+            Ok($pattern) => $out,
+            other => panic!("{}: {other:?}", $line),
+        }
+    };
+}
+
 /// clap's error for `line`, as the operator sees it.
 fn refused(line: &str) -> String {
-    match try_parse(line) {
-        Ok(c) => panic!("{line}: accepted as {c:?}"),
-        Err(e) => e.to_string(),
-    }
+    try_parse(line).unwrap_err().to_string()
+}
+
+fn selection(line: &str) -> Selection {
+    let nginx =
+        parsed!(line, Command::NginxTest { nginx, .. } | Command::NginxTests { nginx } => nginx);
+    nginx.selection().unwrap()
 }
 
 #[test]
@@ -33,19 +42,9 @@ fn the_definitions_hold_together() {
 
 #[test]
 fn without_nginx_the_default_version_or_the_sources_own() {
-    let Command::NginxTest { nginx, extra } = parse("nginx-test") else {
-        panic!()
-    };
-    let sel = nginx.selection().unwrap();
-    assert_eq!(
-        (sel.which, sel.source, extra.len()),
-        (Which::One(DEFAULT.into()), None, 0)
-    );
-    let Command::NginxTests { nginx } = parse("nginx-tests --nginx-source /src/nginx-1.29.0")
-    else {
-        panic!()
-    };
-    let sel = nginx.selection().unwrap();
+    let sel = selection("nginx-test");
+    assert_eq!((sel.which, sel.source), (Which::One(DEFAULT.into()), None));
+    let sel = selection("nginx-tests --nginx-source /src/nginx-1.29.0");
     assert_eq!(sel.which, Which::One(String::new()));
     assert_eq!(sel.source, Some(PathBuf::from("/src/nginx-1.29.0")));
     for (line, which) in [
@@ -56,47 +55,33 @@ fn without_nginx_the_default_version_or_the_sources_own() {
         ),
         ("--nginx tengine-3.2.0", Which::One("tengine-3.2.0".into())),
     ] {
-        let Command::NginxTest { nginx, .. } = parse(&format!("nginx-test {line}")) else {
-            panic!()
-        };
-        assert_eq!(nginx.selection().unwrap().which, which, "{line}");
+        assert_eq!(
+            selection(&format!("nginx-test {line}")).which,
+            which,
+            "{line}"
+        );
     }
-    let Command::Build { nginx, install } = parse("build") else {
-        panic!()
-    };
+    let (nginx, install) = parsed!("build", Command::Build { nginx, install } => (nginx, install));
     assert_eq!((nginx, install.for_binary), (None, None));
-    let Command::Dist(d) = parse("dist") else {
-        panic!()
-    };
-    assert_eq!(
-        d.out().unwrap(),
-        crate::workspace::target_dir().join("dist")
-    );
-    let Command::Dist(d) = parse("dist --out x") else {
-        panic!()
-    };
-    assert_eq!(d.out().unwrap(), std::env::current_dir().unwrap().join("x"));
+    let out = parsed!("dist", Command::Dist(d) => d.out().unwrap());
+    assert_eq!(out, crate::workspace::target_dir().join("dist"));
+    let out = parsed!("dist --out x", Command::Dist(d) => d.out().unwrap());
+    assert_eq!(out, std::env::current_dir().unwrap().join("x"));
 }
 
 #[test]
 fn what_follows_the_separator_goes_to_the_test_binaries() {
-    let Command::NginxTest { nginx, extra } = parse("nginx-test --nginx 1.30.4 -- race --exact -h")
-    else {
-        panic!()
-    };
+    let line = "nginx-test --nginx 1.30.4 -- race --exact -h";
+    let (nginx, extra) = parsed!(line, Command::NginxTest { nginx, extra } => (nginx, extra));
     assert_eq!(nginx.nginx, Some(Which::One("1.30.4".into())));
     assert_eq!(extra, ["race", "--exact", "-h"]);
-    let Command::Debian(d) = parse("debian --no-test -- --exact debian::x") else {
-        panic!()
-    };
+    let d = parsed!("debian --no-test -- --exact debian::x", Command::Debian(d) => d);
     assert!(d.no_test && d.extra == ["--exact", "debian::x"]);
     for line in [
         "external -- --exact external::x",
         "external --exact external::x",
     ] {
-        let Command::External { extra } = parse(line) else {
-            panic!()
-        };
+        let extra = parsed!(line, Command::External { extra } => extra);
         assert_eq!(extra, ["--exact", "external::x"], "{line}");
     }
     // A filter before `--` is no option of nginx-test's.
@@ -106,39 +91,24 @@ fn what_follows_the_separator_goes_to_the_test_binaries() {
 
 #[test]
 fn a_harness_commands_nginx_comes_first_and_the_rest_is_the_binarys() {
-    let Command::Lab(a) = parse("lab --nginx 1.31.4 --rate 500 --arms stock,module") else {
-        panic!()
-    };
+    let a = parsed!("lab --nginx 1.31.4 --rate 500 --arms a,b", Command::Lab(a) => a);
     assert_eq!(a.one().unwrap(), ("1.31.4".into(), None));
-    assert_eq!(a.rest, ["--rate", "500", "--arms", "stock,module"]);
-    let Command::Bench(a) = parse("bench --nginx-source=/src/n --churn --help") else {
-        panic!()
-    };
-    assert_eq!(
-        a.one().unwrap(),
-        (String::new(), Some(PathBuf::from("/src/n")))
-    );
+    assert_eq!(a.rest, ["--rate", "500", "--arms", "a,b"]);
+    let a = parsed!("bench --nginx-source=/src/n --churn --help", Command::Bench(a) => a);
+    assert_eq!(a.one().unwrap(), (String::new(), Some("/src/n".into())));
     assert_eq!(a.rest, ["--churn", "--help"]);
-    let Command::Soak(a) = parse("soak") else {
-        panic!()
-    };
+    let a = parsed!("soak", Command::Soak(a) => a);
     assert_eq!((a.one().unwrap().0, a.rest.len()), (DEFAULT.into(), 0));
-    let Command::Lab(a) = parse("lab --nginx all") else {
-        panic!()
-    };
+    let a = parsed!("lab --nginx all", Command::Lab(a) => a);
     assert!(a.one().unwrap_err().to_string().contains("runs one nginx"));
     // After the binary's options, --nginx would be theirs: refused before any build.
-    let Command::Lab(a) = parse("lab --quick --nginx 1.31.4") else {
-        panic!()
-    };
+    let a = parsed!("lab --quick --nginx 1.31.4", Command::Lab(a) => a);
     let err = a.one().unwrap_err().to_string();
     assert!(
         err.contains("--nginx: --nginx and --nginx-source go before"),
         "{err}"
     );
-    let Command::Fuzz { args } = parse("fuzz --inputs 5 --help") else {
-        panic!()
-    };
+    let args = parsed!("fuzz --inputs 5 --help", Command::Fuzz { args } => args);
     assert_eq!(args, ["--inputs", "5", "--help"]);
 }
 
@@ -176,40 +146,28 @@ fn a_bad_value_is_refused_naming_its_option() {
         let err = refused(line);
         assert!(err.contains(said), "{line}: {err}");
     }
-    let Command::NginxTest { nginx, .. } = parse("nginx-test --nginx all --nginx-source x.tar.gz")
-    else {
-        panic!()
-    };
+    let line = "nginx-test --nginx all --nginx-source x.tar.gz";
+    let nginx = parsed!(line, Command::NginxTest { nginx, .. } => nginx);
     let err = nginx.selection().unwrap_err().to_string();
     assert!(err.contains("cannot go with --nginx all"), "{err}");
 }
 
 #[test]
 fn the_operators_options_are_parsed_and_off_by_default() {
-    let Command::Install(a) = parse("install --for=/usr/sbin/nginx") else {
-        panic!()
-    };
-    let a = a.named().unwrap();
+    let a = parsed!("install --for=/usr/sbin/nginx", Command::Install(a) => a.named().unwrap());
     assert_eq!(a.binary, Path::new("/usr/sbin/nginx"));
     assert!(!a.dry_run && !a.edit_conf && a.prefix.is_none());
-    let Command::Install(a) = parse(
-        "install --for /x --nginx-source s --sha256 h --signing-keys k --prefix p \
-         --dry-run --edit-conf",
-    ) else {
-        panic!()
-    };
+    let line = "install --for /x --nginx-source s --sha256 h --signing-keys k --prefix p \
+                --dry-run --edit-conf";
+    let a = parsed!(line, Command::Install(a) => a);
     assert_eq!(a.source.user.as_deref(), Some(Path::new("s")));
     assert_eq!(a.source.sha256.as_deref(), Some("h"));
     assert_eq!(a.source.keys.as_deref(), Some(Path::new("k")));
     assert_eq!(a.prefix.as_deref(), Some(Path::new("p")));
     assert!(a.dry_run && a.edit_conf);
-    let Command::Build { install, .. } = parse("build --for /x --dry-run") else {
-        panic!()
-    };
-    assert!(install.named().unwrap().dry_run);
-    let Command::Mutants(m) = parse("mutants --only do-nothing --list") else {
-        panic!()
-    };
+    let a = parsed!("build --for /x --dry-run", Command::Build { install, .. } => install);
+    assert!(a.named().unwrap().dry_run);
+    let m = parsed!("mutants --only do-nothing --list", Command::Mutants(m) => m);
     assert!(m.list && m.only == ["do-nothing"]);
 }
 
