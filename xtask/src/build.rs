@@ -25,7 +25,7 @@ use crate::prereq;
 use crate::test_wrap;
 use crate::tree::{binary_name, copy_if_changed, files, fnv1a, nginx_tree, Make};
 use crate::versions::{self, Selection, Which, DEFAULT, FLAGS, MATRIX};
-use crate::workspace::{cargo, root, run, target_dir, version_dir, Result};
+use crate::workspace::{cargo, root, run, target_dir, version_dir, At, Result};
 
 pub const MODULE_PACKAGE: &str = "ngx_http_upstream_generation_retry_module";
 pub const MODULE_FILE: &str = "ngx_http_upstream_generation_retry_module.so";
@@ -46,16 +46,8 @@ pub struct Built {
 }
 
 /// `cargo xtask build [--nginx VERSION|all] [--nginx-source PATH]` (the
-/// operator's `--for BINARY` is `install::build_for`).
-pub fn command(args: &[String]) -> Result {
-    let (sel, rest) = versions::parse(args)?;
-    if !rest.is_empty() {
-        return Err(format!("build takes no arguments after `--`: {rest:?}"));
-    }
-    build_selection(&sel).map(|_| ())
-}
-
-/// Builds what `--nginx` selected, in [`MATRIX`] order for `all`.
+/// operator's `--for BINARY` is `install::build_for`): builds what
+/// `--nginx` selected, in [`MATRIX`] order for `all`.
 pub fn build_selection(sel: &Selection) -> Result<Vec<Built>> {
     match &sel.which {
         Which::One(v) => Ok(vec![build_version(v, sel.source.as_deref())?]),
@@ -106,11 +98,11 @@ fn build_vendored() -> Result<Built> {
         &install.join("modules"),
     )?;
     if stock.flags != FLAGS {
-        return Err(format!(
+        return err!(
             "nginx-src configured nginx with {:?}, not the flags every other version \
              is built with ({FLAGS:?}): update versions::FLAGS",
             stock.flags
-        ));
+        );
     }
     let identity = stock.source.to_string_lossy().into_owned();
     let from = StockTree {
@@ -202,7 +194,7 @@ pub fn module_against(objs: &Path, tree_stamp: &str, dest: &Path) -> Result<Path
     }
     let built = cargo_build_against(objs)?;
     copy_if_changed(&built, &so)?;
-    fs::write(&stamp_file, &stamp).map_err(|e| format!("{}: {e}", stamp_file.display()))?;
+    fs::write(&stamp_file, &stamp).at(&stamp_file)?;
     Ok(so)
 }
 
@@ -213,7 +205,7 @@ pub fn module_sources() -> Result<String> {
     for top in ["Cargo.toml", "Cargo.lock", "build.rs", "build", "module"] {
         for f in files(&root().join(top), &|n| n == "target")? {
             parts.push(f.to_string_lossy().into_owned().into_bytes());
-            parts.push(fs::read(&f).map_err(|e| format!("{}: {e}", f.display()))?);
+            parts.push(fs::read(&f).at(&f)?);
         }
     }
     Ok(fnv1a(parts.iter().map(Vec::as_slice)))
@@ -253,7 +245,7 @@ pub fn cargo_build_against_in(dir: &Path, objs: &Path, target: &Path) -> Result<
         .join("release")
         .join(format!("{DLL_PREFIX}{MODULE_PACKAGE}{DLL_SUFFIX}"));
     if !module.is_file() {
-        return Err(format!("cargo did not leave {}", module.display()));
+        return err!("cargo did not leave {}", module.display());
     }
     eprintln!(
         "xtask: module against {} in {:.1} s",
@@ -291,10 +283,7 @@ pub fn cargo_build_module_in(dir: &Path, target: Option<&Path>) -> Result<CargoO
     if let Some(target) = target {
         cmd.arg("--target-dir").arg(target);
     }
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    let mut child = cmd.stdout(Stdio::piped()).spawn().running("cargo")?;
 
     let mut nginx_out = None;
     let mut module = None;
@@ -322,7 +311,7 @@ pub fn cargo_build_module_in(dir: &Path, target: Option<&Path>) -> Result<CargoO
     }
     let status = child.wait().map_err(|e| format!("cargo: {e}"))?;
     if !status.success() {
-        return Err(format!("cargo build of the module failed: {status}"));
+        return err!("cargo build of the module failed: {status}");
     }
     let nginx_out = nginx_out.ok_or("cargo did not report nginx-sys's build directory")?;
     Ok(CargoOutputs {
@@ -362,10 +351,7 @@ pub fn patched_default_from(
 /// `nginx -V` must say what the rest of the project assumes (`version` is
 /// the nginx inside: Tengine 3.2.0 says `nginx/1.31.3` too).
 fn check_nginx(nginx: &Path, version: &str) -> Result {
-    let out = Command::new(nginx)
-        .arg("-V")
-        .output()
-        .map_err(|e| format!("{}: {e}", nginx.display()))?;
+    let out = Command::new(nginx).arg("-V").output().at(nginx)?;
     let text = String::from_utf8_lossy(&out.stderr);
     for needle in [
         format!("nginx/{version}"),
@@ -373,10 +359,9 @@ fn check_nginx(nginx: &Path, version: &str) -> Result {
         "--with-http_ssl_module".to_string(),
     ] {
         if !text.contains(&needle) {
-            return Err(format!(
-                "{} -V does not mention {needle}:\n{text}",
-                nginx.display()
-            ));
+            return Err(
+                format!("{} -V does not mention {needle}:\n{text}", nginx.display()).into(),
+            );
         }
     }
     Ok(())

@@ -8,7 +8,7 @@
 //! xtask docs` writes them (`docs::drifted`). All run even when one
 //! fails, so one run shows everything to fix.
 
-use crate::workspace::{cargo, root, Result};
+use crate::workspace::{cargo, root, At, Result};
 
 mod sizes;
 mod versions_written;
@@ -75,12 +75,7 @@ fn configured_objs() -> Result<std::path::PathBuf> {
 }
 
 /// `cargo xtask check`.
-pub fn command(args: &[String]) -> Result {
-    if !args.is_empty() {
-        return Err(format!(
-            "check takes no arguments: {args:?}; usage: cargo xtask check"
-        ));
-    }
+pub fn command() -> Result {
     let mut failed = Vec::new();
     let mut objs = None;
     for (name, check, tree) in CHECKS {
@@ -107,9 +102,7 @@ pub fn command(args: &[String]) -> Result {
             cmd.env("NGINX_BUILD_DIR", dir)
                 .env_remove("NGINX_SOURCE_DIR");
         }
-        let status = cmd
-            .status()
-            .map_err(|e| format!("cannot run {shown}: {e}"))?;
+        let status = cmd.status().running(&shown)?;
         if status.success() {
             continue;
         }
@@ -171,7 +164,7 @@ pub fn command(args: &[String]) -> Result {
         );
         Ok(())
     } else {
-        Err(format!("check failed: {}", failed.join(", ")))
+        err!("check failed: {}", failed.join(", "))
     }
 }
 

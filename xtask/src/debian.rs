@@ -45,41 +45,35 @@ use crate::build::MODULE_FILE;
 use crate::harness::parallel::{run_modules, Modules};
 use crate::harness::{matrix_env, suite_test, Step};
 use crate::versions::tree_version;
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 use deb::{abi, make_deb, set_mode};
 use inputs::{dpkg_x, fetch, unpack};
 
 /// `cargo xtask debian [--suite SUITE | --installed] [--no-test] [-- TEST ARGS]`.
-pub fn command(args: &[String]) -> Result {
-    let mut inputs = Inputs::Pinned;
-    let mut no_test = false;
-    let mut it = args.iter();
-    let mut extra = Vec::new();
-    while let Some(a) = it.next() {
-        if let Some(s) = a.strip_prefix("--suite=") {
-            inputs = Inputs::Suite(s.to_string());
-            continue;
-        }
-        match a.as_str() {
-            "--suite" => {
-                let s = it.next().ok_or("--suite needs a value (sid)")?;
-                inputs = Inputs::Suite(s.clone());
-            }
-            "--installed" => inputs = Inputs::Installed,
-            "--no-test" => no_test = true,
-            "--" => {
-                extra = it.cloned().collect();
-                break;
-            }
-            other => {
-                return Err(format!(
-                "unknown option `{other}`; usage: cargo xtask debian [--suite sid | --installed] \
-                 [--no-test] [-- TEST ARGS]"
-            ))
-            }
-        }
-    }
-    if no_test {
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// the current packages from this Debian suite (sid: unstable) instead of
+    /// the mirror's debian-sid/
+    #[arg(long, value_name = "SUITE", conflicts_with = "installed")]
+    pub suite: Option<String>,
+    /// this machine's nginx-dev and nginx
+    #[arg(long)]
+    pub installed: bool,
+    /// build the .deb and run nothing
+    #[arg(long)]
+    pub no_test: bool,
+    /// after `--`, to the test binaries
+    #[arg(last = true, value_name = "TEST ARGS")]
+    pub extra: Vec<String>,
+}
+
+pub fn command(a: &Args) -> Result {
+    let inputs = match (&a.suite, a.installed) {
+        (Some(s), _) => Inputs::Suite(s.clone()),
+        (None, true) => Inputs::Installed,
+        (None, false) => Inputs::Pinned,
+    };
+    if a.no_test {
         // The operator's path: the package, and no test suite compiled.
         let made = package(&inputs)?;
         println!(
@@ -90,7 +84,7 @@ pub fn command(args: &[String]) -> Result {
         );
         return Ok(());
     }
-    let step = test_step(&inputs, &extra);
+    let step = test_step(&inputs, &a.extra);
     println!(
         "debian: {} in {:.0} s build, {:.0} s tests: {} passed, {} failed, {} ignored",
         step.what,
@@ -103,7 +97,7 @@ pub fn command(args: &[String]) -> Result {
     if step.ok {
         Ok(())
     } else {
-        Err(format!("{} failed", step.what))
+        err!("{} failed", step.what)
     }
 }
 
@@ -214,10 +208,10 @@ pub fn package(inputs: &Inputs) -> Result<Made> {
     };
     let src = root.join("usr/share/nginx/src");
     if !src.join("conf_flags").is_file() {
-        return Err(format!(
+        return err!(
             "no {}: install Debian's nginx-dev (apt install nginx-dev)",
             src.join("conf_flags").display()
-        ));
+        );
     }
     let nginx_version = tree_version(&src)?;
     let abi = abi(&src)?;
@@ -231,7 +225,7 @@ pub fn package(inputs: &Inputs) -> Result<Made> {
     let unpacked = nginx_dir.join("deb");
     dpkg_x(&deb, &unpacked)?;
     let modules = nginx_dir.join("modules");
-    fs::create_dir_all(&modules).map_err(|e| e.to_string())?;
+    fs::create_dir_all(&modules).at(&modules)?;
     fs::copy(
         unpacked.join("usr/lib/nginx/modules").join(MODULE_FILE),
         modules.join(MODULE_FILE),
@@ -245,7 +239,7 @@ pub fn package(inputs: &Inputs) -> Result<Made> {
             nginx_dir.join("modules-first.conf"),
             format!("load_module {};\n", stream_so.display()),
         )
-        .map_err(|e| e.to_string())?;
+        .at(nginx_dir.join("modules-first.conf"))?;
     }
     Ok(Made {
         nginx_version,
@@ -262,25 +256,25 @@ pub fn package(inputs: &Inputs) -> Result<Made> {
 /// machine's). `exec` keeps one process: signals reach nginx itself.
 fn write_launcher(root: &Path, path: &Path) -> Result {
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        fs::create_dir_all(dir).at(dir)?;
     }
     if root == Path::new("/") {
         // The installed nginx runs as it is.
-        std::os::unix::fs::symlink("/usr/sbin/nginx", path).map_err(|e| e.to_string())?;
+        std::os::unix::fs::symlink("/usr/sbin/nginx", path).at(path)?;
         return Ok(());
     }
     let multiarch = String::from_utf8_lossy(
         &Command::new("dpkg-architecture")
             .arg("-qDEB_HOST_MULTIARCH")
             .output()
-            .map_err(|e| format!("dpkg-architecture: {e}"))?
+            .running("dpkg-architecture")?
             .stdout,
     )
     .trim()
     .to_string();
     let libs = root.join("usr/lib").join(&multiarch);
     let loader = fs::read_dir(&libs)
-        .map_err(|e| format!("{}: {e}", libs.display()))?
+        .at(&libs)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| {
             p.file_name()
@@ -296,7 +290,6 @@ fn write_launcher(root: &Path, path: &Path) -> Result {
             libs.display(),
             root.join("usr/sbin/nginx").display()
         ),
-    )
-    .map_err(|e| e.to_string())?;
+    ).at(path)?;
     set_mode(path, 0o755)
 }

@@ -29,7 +29,7 @@ use crate::harness::parallel::{run_modules, Modules};
 use crate::harness::{suite_test, TestTotals};
 use crate::tree::{copy_if_changed, make_target, nginx_tree, Make};
 use crate::versions::DEFAULT;
-use crate::workspace::{root, Result};
+use crate::workspace::{root, At, Result};
 
 /// `cargo xtask external`: its builds, then the suite's `external` module.
 pub fn command(extra: &[String]) -> Result {
@@ -130,7 +130,7 @@ fn args(flags: &[&str], more: &[String]) -> Vec<String> {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
-    fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+    fs::read(path).at(path)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::versions::{self, Runs};
-use crate::workspace::{cargo, root, target_dir, Result};
+use crate::workspace::{cargo, root, target_dir, At, Result};
 
 pub mod parallel;
 
@@ -205,7 +205,7 @@ impl Step {
 /// each once a test binary of its own.
 pub fn suite_modules() -> Result<Vec<String>> {
     let path = root().join("t/tests/suite.rs");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(&path).at(&path)?;
     Ok(text
         .lines()
         .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))

@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 
 use crate::build::MODULE_PACKAGE;
 use crate::source::{self, Options};
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 
 use binary::{admissible, dump, identify, Identity};
 use compile::{build_module, prove_loads, tree_flags};
@@ -57,87 +57,52 @@ use place::{edit_conf, package_owner, put_in, Layout, Undo};
 
 pub use uninstall::uninstall;
 
-/// What `install`, `uninstall` and `build --for` take (`--help`).
-pub const USAGE: &str = "\
-cargo xtask install --for NGINX_BINARY [OPTIONS]    build, prove, install, `nginx -t`
-cargo xtask build --for NGINX_BINARY [OPTIONS]      build and prove only
-cargo xtask uninstall --for NGINX_BINARY [--prefix DIR] [--dry-run]
-
-  --for NGINX_BINARY   the nginx binary to build for (/usr/sbin/nginx, not
-                       nginx.conf), as its `nginx -V` describes it
-  --nginx-source PATH  that version's source tree or tarball (else the
-                       mirror, the nginx-src crate, or nginx.org, signed)
-  --sha256 HEX         the tarball's expected SHA-256
-  --signing-keys DIR   the keys nginx.org's signature is checked with
-  --prefix DIR         the prefix the binary runs with (`nginx -p DIR`)
-  --edit-conf          install: when nginx.conf does not include the
-                       snippet, add the `include` line (before its first
-                       block, marked, nginx.conf.before-generation-retry
-                       kept; uninstall removes it); without it, the line
-                       is printed for you to add
-  --dry-run            say what would change, change nothing
-  --help, -h           this";
-
-/// Whether `args` ask for `--help` (or `-h`): then [`USAGE`] is printed.
-pub fn help(args: &[String]) -> bool {
-    crate::versions::print_help(args, USAGE)
-}
-
 /// The options of `install`, `uninstall` and `build --for`.
-#[derive(Debug, Default)]
+#[derive(clap::Args, Debug, Default)]
 pub struct Args {
+    /// the nginx binary to build for (/usr/sbin/nginx, not nginx.conf), as its
+    /// `nginx -V` describes it
+    #[arg(long = "for", id = "binary", value_name = "NGINX_BINARY")]
+    pub for_binary: Option<PathBuf>,
+    /// `--for`'s binary, once [`Args::named`] took it.
+    #[arg(skip)]
     pub binary: PathBuf,
+    #[command(flatten)]
     pub source: Options,
-    /// `--prefix DIR`: the prefix the binary runs with (`nginx -p DIR`),
-    /// when it is not the compiled-in one.
+    /// the prefix the binary runs with (`nginx -p DIR`)
+    #[arg(long, value_name = "DIR", requires = "binary")]
     pub prefix: Option<PathBuf>,
+    /// say what would change, change nothing
+    #[arg(long, requires = "binary")]
     pub dry_run: bool,
-    /// `--edit-conf`: the install may add the snippets' `include` to
-    /// nginx.conf.
+    /// install: when nginx.conf does not include the snippet, add the `include`
+    /// line (before its first block, marked, nginx.conf.before-generation-retry
+    /// kept; uninstall removes it); without it, the line is printed for you to add
+    #[arg(long, requires = "binary")]
     pub edit_conf: bool,
     /// Whether nginx runs with `-e stderr` (the binary has it): set from
     /// its version once it is known.
+    #[arg(skip)]
     pub stderr_log: bool,
 }
 
 impl Args {
-    pub fn parse(args: &[String]) -> Result<Args> {
-        let mut out = Args::default();
-        let mut binary = None;
-        let mut it = args.iter();
-        while let Some(arg) = it.next() {
-            let (name, inline) = match arg.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (arg.as_str(), None),
-            };
-            let mut value = || {
-                inline
-                    .clone()
-                    .or_else(|| it.next().cloned())
-                    .ok_or(format!("{name} needs a value"))
-            };
-            match name {
-                "--for" => binary = Some(PathBuf::from(value()?)),
-                "--nginx-source" => out.source.user = Some(PathBuf::from(value()?)),
-                "--sha256" => out.source.sha256 = Some(value()?),
-                "--signing-keys" => out.source.keys = Some(PathBuf::from(value()?)),
-                "--prefix" => out.prefix = Some(PathBuf::from(value()?)),
-                "--dry-run" => out.dry_run = true,
-                "--edit-conf" => out.edit_conf = true,
-                other => return Err(format!("unknown option `{other}`\n{USAGE}")),
-            }
-        }
-        out.binary =
-            binary.ok_or("--for NGINX_BINARY is required (for example --for /usr/sbin/nginx)")?;
-        Ok(out)
+    /// With `--for`'s binary in [`Args::binary`] (`install` and
+    /// `uninstall` require it; `build` has it or is not here).
+    pub fn named(mut self) -> Result<Args> {
+        self.binary = self
+            .for_binary
+            .take()
+            .ok_or("--for NGINX_BINARY is required (for example --for /usr/sbin/nginx)")?;
+        Ok(self)
     }
 }
 
 /// What `build --for` and `install` start with: the options, the binary's
 /// identity and its layout; `None` when the binary has no race to fix
 /// (said, exit 0).
-fn start(args: &[String]) -> Result<Option<(Args, Identity, Layout)>> {
-    let mut a = Args::parse(args)?;
+fn start(a: Args) -> Result<Option<(Args, Identity, Layout)>> {
+    let mut a = a.named()?;
     let id = identify(&a.binary)?;
     a.stderr_log = id.has_e();
     eprintln!("xtask: {} is {}", a.binary.display(), id.describe());
@@ -149,11 +114,8 @@ fn start(args: &[String]) -> Result<Option<(Args, Identity, Layout)>> {
 }
 
 /// `cargo xtask build --for BINARY`: the module, proven to load, not installed.
-pub fn build_for(args: &[String]) -> Result {
-    if help(args) {
-        return Ok(());
-    }
-    let Some((a, id, layout)) = start(args)? else {
+pub fn build_for(a: Args) -> Result {
+    let Some((a, id, layout)) = start(a)? else {
         return Ok(());
     };
     if a.dry_run {
@@ -237,23 +199,20 @@ fn dry_run(a: &Args, id: &Identity, layout: &Layout, install: bool) -> Result {
 }
 
 /// `cargo xtask install --for BINARY [...]`.
-pub fn install(args: &[String]) -> Result {
-    if help(args) {
-        return Ok(());
-    }
-    let Some((a, id, layout)) = start(args)? else {
+pub fn install(a: Args) -> Result {
+    let Some((a, id, layout)) = start(a)? else {
         return Ok(());
     };
     if a.dry_run {
         return dry_run(&a, &id, &layout, true);
     }
     if let Some(owner) = package_owner(&layout) {
-        return Err(format!(
+        return err!(
             "{} was installed by {owner}: upgrade it as a package (cargo xtask debian \
              --installed --no-test, then apt install ./target/debian/*.deb), or \
              apt remove it before installing this way",
             layout.module().display()
-        ));
+        );
     }
     let before = match dump(&a) {
         Ok(d) => Some(d),
@@ -267,16 +226,16 @@ pub fn install(args: &[String]) -> Result {
             None
         }
         Err(said) => {
-            return Err(format!(
+            return err!(
                 "{} -t fails before anything was changed; fix the configuration first:\n{said}",
                 a.binary.display()
-            ))
+            )
         }
     };
     let built = build_module(&a, &id)?;
     prove_loads(&a, &id, &layout, &built.so)?;
 
-    let new = fs::read(&built.so).map_err(|e| format!("{}: {e}", built.so.display()))?;
+    let new = fs::read(&built.so).at(&built.so)?;
     let undo = Undo::take(&layout)?;
     let made_dir = undo.snippet_dir_made || layout.snippet_made_dir();
     let text = layout.snippet_text(made_dir);
@@ -294,7 +253,7 @@ pub fn install(args: &[String]) -> Result {
     }
 
     let outcome = put_in(&layout, &new, &text, same_module)
-        .map_err(|e| format!("installing failed: {e}"))
+        .map_err(|e| format!("installing failed: {e}").into())
         .and_then(|()| tested(&a, &layout, &undo));
     let (after, edited) = match outcome {
         Ok(done) => done,
@@ -303,7 +262,7 @@ pub fn install(args: &[String]) -> Result {
                 Ok(()) => "everything was put back as it was".to_string(),
                 Err(e) => format!("putting it back failed too: {e}"),
             };
-            return Err(format!("{why}\n{restored}"));
+            return err!("{why}\n{restored}");
         }
     };
     let added = if edited {
@@ -354,12 +313,12 @@ fn tested(a: &Args, layout: &Layout, undo: &Undo) -> Result<(Dump, bool)> {
         )
     })?;
     if !d.includes(&layout.snippet) {
-        return Err(format!(
+        return err!(
             "{conf} includes `{}` now, and nginx still does not read {}\n{}",
             layout.include_line(),
             layout.snippet.display(),
             by_hand(layout)
-        ));
+        );
     }
     Ok((d, true))
 }

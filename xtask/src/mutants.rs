@@ -59,7 +59,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::versions::DEFAULT;
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 
 use apply::{check_applies, read, sync_tree};
 use builds::Context;
@@ -83,47 +83,30 @@ fn the_do_nothing_mutant_leaves_out_what_the_whole_suite_does() {
 }
 
 /// `cargo xtask mutants [--only NAME,...] [--list]`.
-pub fn command(args: &[String]) -> Result {
-    let mut only: Option<Vec<String>> = None;
-    let mut list = false;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--list" => list = true,
-            "--only" => {
-                let v = it.next().ok_or("--only needs NAME,...")?;
-                only = Some(v.split(',').map(str::to_string).collect());
-            }
-            a if a.starts_with("--only=") => {
-                only = Some(
-                    a["--only=".len()..]
-                        .split(',')
-                        .map(str::to_string)
-                        .collect(),
-                );
-            }
-            other => return Err(format!("mutants: unknown argument `{other}`")),
-        }
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// only these mutants
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = mutant)]
+    pub only: Vec<String>,
+    /// list the mutants and their tests
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// `--only`'s names: those of the catalogue.
+fn mutant(name: &str) -> std::result::Result<String, String> {
+    match MUTANTS.iter().any(|m| m.name == name) {
+        true => Ok(name.to_string()),
+        false => Err("no mutant of that name; `cargo xtask mutants --list` lists them".into()),
     }
-    let selected: Vec<&Mutant> = match &only {
-        None => MUTANTS.iter().collect(),
-        Some(names) => {
-            let unknown: Vec<&String> = names
-                .iter()
-                .filter(|n| !MUTANTS.iter().any(|m| m.name == n.as_str()))
-                .collect();
-            if !unknown.is_empty() {
-                return Err(format!(
-                    "no mutant named {unknown:?}; `cargo xtask mutants --list` lists them"
-                ));
-            }
-            MUTANTS
-                .iter()
-                .filter(|m| names.iter().any(|n| n == m.name))
-                .collect()
-        }
-    };
-    if list {
+}
+
+pub fn command(a: &Args) -> Result {
+    let selected: Vec<&Mutant> = MUTANTS
+        .iter()
+        .filter(|m| a.only.is_empty() || a.only.iter().any(|o| o == m.name))
+        .collect();
+    if a.list {
         print_list(&selected);
         return Ok(());
     }
@@ -162,7 +145,7 @@ fn run_all(selected: &[&Mutant]) -> Result {
     let dir = mutants_dir();
     let tree = dir.join("tree");
     let logs = dir.join("logs");
-    fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    fs::create_dir_all(&logs).at(&logs)?;
     sync_tree(&tree)?;
     // Every mutant applies before anything is built.
     for m in selected {
@@ -195,7 +178,7 @@ fn run_all(selected: &[&Mutant]) -> Result {
                 tests: tests_run(m),
                 caught_by: Vec::new(),
                 seconds: 0.0,
-                verdict: Verdict::Error(e),
+                verdict: Verdict::Error(e.to_string()),
                 undeclared: Vec::new(),
             });
             eprintln!(
@@ -216,7 +199,7 @@ fn run_all(selected: &[&Mutant]) -> Result {
     let table = table(&reports);
     println!("\n{table}");
     let results = dir.join("results.md");
-    fs::write(&results, &table).map_err(|e| format!("{}: {e}", results.display()))?;
+    fs::write(&results, &table).at(&results)?;
     for r in reports.iter().filter(|r| !r.undeclared.is_empty()) {
         println!(
             "{}: {} tests pass without declaring `{GUARD}`:",
@@ -250,7 +233,7 @@ fn run_all(selected: &[&Mutant]) -> Result {
     if bad.is_empty() {
         Ok(())
     } else {
-        Err(format!("not caught: {}", bad.join(", ")))
+        err!("not caught: {}", bad.join(", "))
     }
 }
 

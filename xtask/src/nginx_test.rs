@@ -13,13 +13,13 @@ use crate::harness::{
     matrix_env, matrix_tests, slowest, Step, TestTotals, NOT_IN_ANOTHER_WHOLE_SUITE,
     NOT_IN_THE_WHOLE_SUITE, NO_TEST,
 };
-use crate::versions::{self, Which, DEFAULT, MATRIX};
+use crate::versions::{Selection, Which, DEFAULT, MATRIX};
 use crate::workspace::{cargo, Result};
 use crate::{build, debian, external, source, suite, valgrind};
 
 /// `cargo xtask nginx-test [--nginx VERSION|all] [--nginx-source PATH] [-- ARGS]`.
-pub fn command(args: &[String]) -> Result {
-    let (sel, extra) = versions::parse(args)?;
+/// `extra`: the arguments after `--`, the test binaries'.
+pub fn command(sel: &Selection, extra: &[String]) -> Result {
     let started = Instant::now();
     crate::harness::clock();
     let mut steps = Vec::new();
@@ -30,11 +30,11 @@ pub fn command(args: &[String]) -> Result {
                 v,
                 sel.source.as_deref(),
                 default,
-                &extra,
+                extra,
                 None,
             ));
         }
-        Which::All => steps.extend(all(&extra)),
+        Which::All => steps.extend(all(extra)),
     }
     let mut total = TestTotals::default();
     // `tests at`: from when to when (seconds into the run) the tests ran.
@@ -78,7 +78,7 @@ pub fn command(args: &[String]) -> Result {
         .map(|s| s.what.as_str())
         .collect();
     if !failed.is_empty() {
-        return Err(format!("failed: {}", failed.join(", ")));
+        return err!("failed: {}", failed.join(", "));
     }
     if total.passed == 0 {
         return Err("no test ran".into());
@@ -109,7 +109,7 @@ fn all(extra: &[String]) -> Vec<Step> {
         idle_priority();
         let began = Instant::now();
         let mut step = Step::new("check (fmt, clippy, patches)".into());
-        step.ok = crate::check::command(&[])
+        step.ok = crate::check::command()
             .map_err(|e| eprintln!("xtask: error: {e}"))
             .is_ok();
         step.build_s = began.elapsed().as_secs_f64();
@@ -146,7 +146,7 @@ fn all(extra: &[String]) -> Vec<Step> {
         let began = Instant::now();
         let external = match &for_external {
             Some(b) => external::build(b),
-            None => Err(format!("nginx {DEFAULT} did not build")),
+            None => err!("nginx {DEFAULT} did not build"),
         };
         let _ = send.send(Made::External(external, began.elapsed().as_secs_f64()));
         for v in MATRIX.iter().copied().filter(|v| *v != DEFAULT) {
@@ -415,7 +415,7 @@ fn test_step(
     let result = crate::harness::parallel::run_tests_staged(&cmd, &mut step.totals, stages);
     // A filter may well match nothing in one version's binaries.
     let result = match result {
-        Err(e) if e == NO_TEST && !extra.is_empty() => Ok(()),
+        Err(e) if e.to_string() == NO_TEST && !extra.is_empty() => Ok(()),
         r => r,
     };
     step.ok = result.is_ok();

@@ -11,7 +11,7 @@ use std::process::Command;
 use crate::tree::{
     binary_name, copy_if_changed, copy_source, copy_tree, fnv1a, is_fresh, make_target, write_stamp,
 };
-use crate::workspace::{root, Result};
+use crate::workspace::{root, At, Result};
 
 /// What nginx-src recorded about the stock build: its source tree and flags.
 pub(crate) struct StockBuild {
@@ -23,8 +23,8 @@ impl StockBuild {
     /// Reads `last-build-info` in the stock build's objs directory.
     pub fn read(stock_objs: &Path) -> Result<StockBuild> {
         let path = stock_objs.join("last-build-info");
-        let info = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        parse_build_info(&info).ok_or(format!("cannot parse {}", path.display()))
+        let info = fs::read_to_string(&path).at(&path)?;
+        parse_build_info(&info).ok_or(format!("cannot parse {}", path.display()).into())
     }
 }
 
@@ -51,7 +51,7 @@ pub fn patches(version: &str) -> Result<Vec<PathBuf>> {
 /// The patches in `dir`, in order.
 pub fn patches_in(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut list: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .at(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "patch"))
         .collect();
@@ -64,7 +64,7 @@ fn fingerprint(identity: &str, flags: &[String], patches: &[PathBuf]) -> Result<
     let flags = flags.join(" ");
     let mut parts = vec![identity.as_bytes().to_vec(), flags.into_bytes()];
     for p in patches {
-        parts.push(fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?);
+        parts.push(fs::read(p).at(p)?);
     }
     Ok(fnv1a(parts.iter().map(Vec::as_slice)))
 }
@@ -82,17 +82,17 @@ fn apply(tree: &Path, patch: &Path, version: &str) -> Result {
         .current_dir(tree)
         .env("GIT_CEILING_DIRECTORIES", ceiling)
         .output()
-        .map_err(|e| format!("cannot run git apply: {e}"))?;
+        .running("git apply")?;
     let said = String::from_utf8_lossy(&out.stderr);
     if out.status.success() && said.contains("Applied patch") && !said.contains("Skipped patch") {
         return Ok(());
     }
-    Err(format!(
+    err!(
         "{} does not apply to nginx {version}:\n{}{}",
         patch.display(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    ))
+    )
 }
 
 /// A built stock nginx: the source tree its `make` ran in, and its objs
@@ -160,20 +160,19 @@ pub fn build_with(
         copy_tree(stock.objs, &objs)?;
         // The Makefile names the objs directory by its absolute path.
         let makefile = objs.join("Makefile");
-        let text =
-            fs::read_to_string(&makefile).map_err(|e| format!("{}: {e}", makefile.display()))?;
+        let text = fs::read_to_string(&makefile).at(&makefile)?;
         let from = stock.objs.to_string_lossy();
         if !text.contains(from.as_ref()) {
             // make would build into the stock objs, and the stock nginx
             // be installed as the patched one.
-            return Err(format!(
+            return err!(
                 "{} does not name its objs directory {from}: cannot build the patched nginx \
                  on it",
                 makefile.display()
-            ));
+            );
         }
         let text = text.replace(from.as_ref(), &objs.to_string_lossy());
-        fs::write(&makefile, text).map_err(|e| format!("{}: {e}", makefile.display()))?;
+        fs::write(&makefile, text).at(&makefile)?;
     }
     for p in patches {
         apply(&tree, p, version)?;

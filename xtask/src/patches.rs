@@ -37,7 +37,7 @@ mod git;
 mod resolve;
 
 use crate::versions::{source, MATRIX};
-use crate::workspace::{root, target_dir, Result};
+use crate::workspace::{root, target_dir, At, Result};
 use derive::derive;
 use git::Git;
 use resolve::Resolution;
@@ -80,33 +80,32 @@ pub fn dir() -> PathBuf {
     root().join("nginx-src-patches")
 }
 
-/// `cargo xtask patches [--check] [TREE...]`.
-pub fn command(args: &[String]) -> Result {
-    let mut check = false;
-    let mut derived = false;
-    let mut trees = Vec::new();
-    for a in args {
-        match a.as_str() {
-            "--check" => check = true,
-            "--derive" => derived = true,
-            "--help" | "-h" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            t if MATRIX.contains(&t) => {
-                if !trees.iter().any(|had| had == t) {
-                    trees.push(t.to_string());
-                }
-            }
-            other => return Err(format!("patches: unknown argument `{other}`\n{USAGE}")),
+/// `cargo xtask patches [--check | --derive] [TREE...]`: makes every
+/// tree's nginx-src-patches/TREE/ from the canonical series and
+/// nginx-src-patches/deltas/.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// compare only; fail naming every file that differs
+    #[arg(long)]
+    pub check: bool,
+    /// first record what the named trees' committed series add to the canonical
+    /// one as their deltas (after editing a tree's series by hand where the
+    /// three-way merge cannot carry a change over)
+    #[arg(long, conflicts_with = "check", requires = "trees")]
+    pub derive: bool,
+    /// only these trees (default: every tree of the matrix)
+    #[arg(value_name = "TREE", value_parser = clap::builder::PossibleValuesParser::new(MATRIX))]
+    pub trees: Vec<String>,
+}
+
+pub fn command(a: &Args) -> Result {
+    let mut trees: Vec<String> = Vec::new();
+    for t in &a.trees {
+        if !trees.contains(t) {
+            trees.push(t.clone());
         }
     }
-    if derived {
-        if trees.is_empty() || check {
-            return Err(format!(
-                "patches: --derive takes the trees to derive\n{USAGE}"
-            ));
-        }
+    if a.derive {
         for t in &trees {
             derive(t)?;
         }
@@ -114,8 +113,8 @@ pub fn command(args: &[String]) -> Result {
     if trees.is_empty() {
         trees = MATRIX.iter().map(|t| t.to_string()).collect();
     }
-    if check {
-        return self::check(&trees);
+    if a.check {
+        return check(&trees);
     }
     // Every tree that can be made is written; every one that cannot is
     // named, at once.
@@ -124,7 +123,7 @@ pub fn command(args: &[String]) -> Result {
         let made = match made {
             Ok(made) => made,
             Err(e) => {
-                failed.push(e);
+                failed.push(e.to_string());
                 continue;
             }
         };
@@ -137,7 +136,7 @@ pub fn command(args: &[String]) -> Result {
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(failed.join("\n"))
+        Err(failed.join("\n").into())
     }
 }
 
@@ -179,11 +178,11 @@ pub fn check(trees: &[String]) -> Result {
         );
         Ok(())
     } else {
-        Err(format!(
+        err!(
             "nginx-src-patches differs from what the canonical series ({BASE}/) and \
              deltas/ make: {}; run `cargo xtask patches` and commit the result",
             drifted.join(", ")
-        ))
+        )
     }
 }
 
@@ -204,17 +203,6 @@ fn regenerate_all(trees: &[String]) -> Vec<Result<Series>> {
             .collect()
     })
 }
-
-const USAGE: &str = "\
-cargo xtask patches [--check | --derive] [TREE...]
-  makes every tree's nginx-src-patches/TREE/ from the canonical series
-  (nginx-src-patches/BASE/) and nginx-src-patches/deltas/
-  --check     compare only; fail naming every file that differs
-  --derive    first record what the named trees' committed series add to
-              the canonical one as their deltas (after editing a tree's
-              series by hand where the three-way merge cannot carry a
-              change over)
-  TREE        only these trees (default: every tree of the matrix)";
 
 /// The files of `tree`'s series as the canonical series and the deltas
 /// make them: name and contents, in order.
@@ -265,7 +253,7 @@ fn scratch(
     let work = work.join(tree);
     let _ = fs::remove_dir_all(&work);
     let repo = work.join("repo");
-    fs::create_dir_all(&repo).map_err(|e| format!("{}: {e}", repo.display()))?;
+    fs::create_dir_all(&repo).at(&repo)?;
     let git = Git(repo);
     git.run(&["init", "-q", "--template=", "-b", "canonical"])?;
     let canonical = series(&patches.join(BASE))?;
@@ -273,11 +261,11 @@ fn scratch(
     git.am(&canonical)?;
     let commits = git.lines(&["rev-list", "--reverse", "base..HEAD"])?;
     if commits.len() != canonical.len() {
-        return Err(format!(
+        return err!(
             "{BASE}: {} patches made {} commits",
             canonical.len(),
             commits.len()
-        ));
+        );
     }
     if tree != BASE {
         git.run(&["checkout", "-q", "--orphan", "made"])?;
@@ -301,10 +289,7 @@ fn export(git: &Git, out: &Path, range: &str) -> Result<Series> {
     let mut made = Vec::new();
     for p in series(out)? {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        made.push((
-            name,
-            fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?,
-        ));
+        made.push((name, fs::read(&p).at(&p)?));
     }
     Ok(made)
 }
@@ -346,8 +331,7 @@ fn deltas(patches: &Path, tree: &str) -> Result<Deltas> {
     for s in selectors {
         let recorded = base.join(&s).join("resolutions");
         if recorded.is_file() {
-            let text = fs::read_to_string(&recorded)
-                .map_err(|e| format!("{}: {e}", recorded.display()))?;
+            let text = fs::read_to_string(&recorded).at(&recorded)?;
             found.resolutions.extend(
                 Resolution::parse(&text).map_err(|e| format!("{}: {e}", recorded.display()))?,
             );
@@ -361,11 +345,11 @@ fn deltas(patches: &Path, tree: &str) -> Result<Deltas> {
                 &mut found.replacing
             };
             if let Some(other) = into.insert(n.clone(), p.clone()) {
-                return Err(format!(
+                return err!(
                     "{tree}: two deltas for patch {n}: {} and {}",
                     other.display(),
                     p.display()
-                ));
+                );
             }
         }
     }
@@ -424,13 +408,13 @@ fn compare(dir: &Path, made: &Series) -> Result<Vec<String>> {
 
 /// Replaces the series in `dir` by `made`.
 fn write(dir: &Path, made: &Series) -> Result {
-    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    fs::create_dir_all(dir).at(dir)?;
     for p in series(dir)? {
-        fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        fs::remove_file(&p).at(&p)?;
     }
     for (name, bytes) in made {
         let p = dir.join(name);
-        fs::write(&p, bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+        fs::write(&p, bytes).at(&p)?;
     }
     Ok(())
 }

@@ -42,10 +42,10 @@ pub fn ensure() -> Result {
         names(missing.iter().copied())
     );
     if !is_root() {
-        return Err(format!(
+        return err!(
             "missing system packages: {}\n  run as root: {install}",
             names(missing.iter().copied())
-        ));
+        );
     }
     eprintln!(
         "xtask: installing missing packages: {}",

@@ -53,14 +53,19 @@ use mirror::{check_mirrored, mirrored};
 use trees::{tree_name, unpack};
 
 /// How a source is obtained and checked.
-#[derive(Debug, Default)]
+/// `--nginx-source`, `--sha256` and `--signing-keys`: the options of
+/// `install`, `uninstall` and `build` (the last two with `--for`).
+#[derive(clap::Args, Debug, Default)]
 pub struct Options {
-    /// `--nginx-source PATH`.
+    /// the nginx source tree or tarball (with --for: that binary's version's;
+    /// else the mirror, the nginx-src crate, or nginx.org, signed)
+    #[arg(long = "nginx-source", value_name = "PATH")]
     pub user: Option<PathBuf>,
-    /// `--sha256 HEX`: a downloaded tarball is accepted by this instead of
-    /// its signature.
+    /// the tarball's expected SHA-256 (accepted by it instead of its signature)
+    #[arg(long, value_name = "HEX", requires = "binary")]
     pub sha256: Option<String>,
-    /// `--signing-keys DIR`: armored public keys instead of `xtask/keys/`.
+    /// the keys nginx.org's signature is checked with (armored; default xtask/keys/)
+    #[arg(long = "signing-keys", value_name = "DIR", requires = "binary")]
     pub keys: Option<PathBuf>,
 }
 
@@ -166,10 +171,10 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
             (unpack(path, &sha)?, sha)
         }
         Origin::User(path) => {
-            return Err(format!(
+            return err!(
                 "--nginx-source {}: no such file or directory",
                 path.display()
-            ))
+            )
         }
         Origin::Mirror(path) => {
             let sha = check_mirrored(path, opts)?;
@@ -178,16 +183,16 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
         }
         Origin::Crate(krate) => {
             if opts.sha256.is_some() {
-                return Err(format!(
+                return err!(
                     "--sha256 checks a tarball, and nginx {version} comes from {origin} \
                      (checked by cargo against crates.io's checksum): leave --sha256 out, or \
                      name the tarball with --nginx-source"
-                ));
+                );
             }
             from_crate(krate)?
         }
         Origin::Download(_) if !is_release(version) && !version.is_empty() => {
-            return Err(format!(
+            return err!(
                 "{version} is not an nginx.org release, so there is nothing to download: name \
                  its source with --nginx-source PATH ({}), or set {MIRROR_ENV} to a directory \
                  holding it",
@@ -198,7 +203,7 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
                 } else {
                     "a checkout or archive of nginx's development branch at that commit"
                 }
-            ))
+            )
         }
         Origin::Download(url) => {
             let tarball = download_checked(url, opts)?;
@@ -214,7 +219,7 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
     // A development branch says the release it leads to, not its commit.
     let branch = version.starts_with("master-") && is_release(&found);
     if !version.is_empty() && found != version && !branch {
-        return Err(format!("{origin} is {}, not {version}", describe(&found)));
+        return err!("{origin} is {}, not {version}", describe(&found));
     }
     Ok(Source {
         version: if branch { version.to_string() } else { found },
@@ -228,10 +233,10 @@ pub fn obtain(version: &str, opts: &Options) -> Result<Source> {
 /// `--sha256`, when given, must be the tarball's.
 fn given_sha256(path: &Path, got: &str, opts: &Options) -> Result {
     match &opts.sha256 {
-        Some(want) if !got.eq_ignore_ascii_case(want.trim()) => Err(format!(
+        Some(want) if !got.eq_ignore_ascii_case(want.trim()) => err!(
             "{}: SHA-256 {got}, not the {want} given with --sha256; refusing to build from it",
             path.display()
-        )),
+        ),
         _ => Ok(()),
     }
 }

@@ -18,11 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::build;
 use crate::build::{Built, MODULE_FILE};
 use crate::harness::Step;
 use crate::source;
-use crate::workspace::Result;
-use crate::{build, versions};
+use crate::versions::Selection;
+use crate::workspace::{At, Result};
 
 /// A checkout of nginx-tests, instead of the mirror's tarball.
 pub const TESTS_ENV: &str = "GENERATION_RETRY_NGINX_TESTS";
@@ -95,10 +96,7 @@ fn suite() -> Option<Result<PathBuf>> {
         return Some(if dir.join("lib/Test/Nginx.pm").is_file() {
             Ok(dir)
         } else {
-            Err(format!(
-                "{TESTS_ENV}={}: no lib/Test/Nginx.pm there",
-                dir.display()
-            ))
+            err!("{TESTS_ENV}={}: no lib/Test/Nginx.pm there", dir.display())
         });
     }
     source::mirrored_tree("nginx-tests")
@@ -133,7 +131,7 @@ fn way(
         .args(["-j", JOBS])
         .args(files)
         .output()
-        .map_err(|e| format!("cannot run prove (apt-get install perl): {e}"))?;
+        .running("prove (apt-get install perl)")?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -247,20 +245,18 @@ fn rerun(
 fn run_dir(suite: &Path) -> Result<PathBuf> {
     let dir = crate::workspace::target_dir().join("nginx-tests-run");
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let entries = std::fs::read_dir(suite).map_err(|e| format!("{}: {e}", suite.display()))?;
+    std::fs::create_dir_all(&dir).at(&dir)?;
+    let entries = std::fs::read_dir(suite).at(suite)?;
     for e in entries.flatten() {
         let name = e.file_name();
         if OURS.iter().any(|o| name == *o) {
             continue;
         }
-        std::os::unix::fs::symlink(e.path(), dir.join(&name))
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::os::unix::fs::symlink(e.path(), dir.join(&name)).at(&dir)?;
     }
     let from = crate::workspace::root().join("nginx-src-patches/tests");
     for name in OURS {
-        std::fs::copy(from.join(name), dir.join(name))
-            .map_err(|e| format!("{}: {e}", from.join(name).display()))?;
+        std::fs::copy(from.join(name), dir.join(name)).at(from.join(name))?;
     }
     Ok(dir)
 }
@@ -268,13 +264,13 @@ fn run_dir(suite: &Path) -> Result<PathBuf> {
 /// [`FILES`] as the suite's directory has them (never [`OURS`]), sorted.
 fn expand(dir: &Path) -> Result<Vec<String>> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .at(dir)?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| FILES.iter().any(|p| matches(p, n)) && !OURS.contains(&n.as_str()))
         .collect();
     names.sort();
     if names.is_empty() {
-        return Err(format!("{}: none of {FILES:?}", dir.display()));
+        return err!("{}: none of {FILES:?}", dir.display());
     }
     Ok(names)
 }
@@ -292,13 +288,9 @@ fn matches(pattern: &str, name: &str) -> bool {
 /// `cargo xtask nginx-tests [--nginx VERSION|all] [--nginx-source PATH]`:
 /// the build, then only nginx's own tests on it: stock, with the module,
 /// patched, and the race on stock.
-pub fn command(args: &[String]) -> Result {
-    let (sel, extra) = versions::parse(args)?;
-    if !extra.is_empty() {
-        return Err("nginx-tests takes no test filter".into());
-    }
+pub fn command(sel: &Selection) -> Result {
     let mut failed = Vec::new();
-    for built in build::build_selection(&sel)? {
+    for built in build::build_selection(sel)? {
         match step_for(Some(&built), &[]) {
             Some(step) if !step.ok => failed.push(step.what),
             Some(_) => {}
@@ -311,7 +303,7 @@ pub fn command(args: &[String]) -> Result {
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(format!("failed: {}", failed.join(", ")))
+        err!("failed: {}", failed.join(", "))
     }
 }
 

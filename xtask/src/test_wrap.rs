@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::tree::copy_if_changed;
-use crate::workspace::{root, run, Result};
+use crate::workspace::{root, run, At, Result};
 
 /// The module's source, relative to the workspace root.
 const SOURCE: &str = "t/wrap/ngx_http_generation_retry_test_wrap_module.c";
@@ -68,7 +68,7 @@ fn parse_makefile(text: &str, make_dir: &Path) -> Option<Compile> {
 /// given (make runs in `make_dir`) into `modules/` of the install.
 pub fn build(objs: &Path, make_dir: &Path, modules: &Path) -> Result<PathBuf> {
     let makefile = objs.join("Makefile");
-    let text = fs::read_to_string(&makefile).map_err(|e| format!("{}: {e}", makefile.display()))?;
+    let text = fs::read_to_string(&makefile).at(&makefile)?;
     let c = parse_makefile(&text, make_dir)
         .ok_or(format!("{}: no CC, CFLAGS or ALL_INCS", makefile.display()))?;
     let built = objs.join(FILE);

@@ -6,22 +6,20 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// Runs a build step, showing its output only when it fails.
 pub(crate) fn run_quiet(cmd: &mut Command) -> Result {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let out = cmd.output().running(format!("{cmd:?}"))?;
     if out.status.success() {
         return Ok(());
     }
-    Err(format!(
+    err!(
         "{cmd:?} failed ({}):\n{}{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    ))
+    )
 }
 
 /// FNV-1a over the concatenation of `parts`: a build's stamp.
@@ -40,7 +38,7 @@ pub(crate) fn is_fresh(work: &Path, stamp: &str, product: &Path) -> bool {
 }
 
 pub(crate) fn write_stamp(work: &Path, stamp: &str) -> Result {
-    fs::write(work.join("stamp"), stamp).map_err(|e| format!("{}: {e}", work.display()))
+    fs::write(work.join("stamp"), stamp).at(work)
 }
 
 /// What `configure` and `make` leave in an nginx tree (not its source).
@@ -56,8 +54,8 @@ pub(crate) fn files(path: &Path, skip: &dyn Fn(&str) -> bool) -> Result<Vec<Path
             out.push(path.to_path_buf());
             return Ok(());
         }
-        for entry in fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))? {
-            let p = entry.map_err(|e| e.to_string())?.path();
+        for entry in fs::read_dir(path).at(path)? {
+            let p = entry.at(path)?.path();
             if !p.file_name().is_some_and(|n| skip(&n.to_string_lossy())) {
                 walk(&p, skip, out)?;
             }
@@ -74,22 +72,22 @@ pub(crate) fn files(path: &Path, skip: &dyn Fn(&str) -> bool) -> Result<Vec<Path
 /// accepts, at any depth; each file keeps its modification time, so that
 /// `make` in a copied build tree sees what is up to date as it was.
 fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&str) -> bool) -> Result {
-    fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
-        let entry = entry.map_err(|e| e.to_string())?;
+    fs::create_dir_all(to).at(to)?;
+    for entry in fs::read_dir(from).at(from)? {
+        let entry = entry.at(from)?;
         let name = entry.file_name();
         if skip(&name.to_string_lossy()) {
             continue;
         }
         let (src, dst) = (entry.path(), to.join(&name));
-        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+        if entry.file_type().at(entry.path())?.is_dir() {
             copy_filtered(&src, &dst, skip)?;
         } else {
-            fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
+            fs::copy(&src, &dst).at(&src)?;
             let modified = entry.metadata().and_then(|m| m.modified());
             modified
                 .and_then(|t| fs::File::open(&dst)?.set_modified(t))
-                .map_err(|e| format!("{}: {e}", dst.display()))?;
+                .at(&dst)?;
         }
     }
     Ok(())
@@ -107,17 +105,17 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result {
 
 /// Copies one file, unless `to` already holds the same bytes.
 pub(crate) fn copy_if_changed(from: &Path, to: &Path) -> Result {
-    let new = fs::read(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    let new = fs::read(from).at(from)?;
     if fs::read(to).ok().as_deref() == Some(&new[..]) {
         return Ok(());
     }
     if let Some(dir) = to.parent() {
-        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        fs::create_dir_all(dir).at(dir)?;
     }
     // Write beside and rename, so a running nginx never sees half a binary.
     let tmp = to.with_extension("tmp");
     fs::copy(from, &tmp).map_err(|e| format!("{} -> {}: {e}", from.display(), tmp.display()))?;
-    fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
+    fs::rename(&tmp, to).at(to)
 }
 
 /// `configure` in an nginx tree (a release's `configure` or a source

@@ -19,7 +19,7 @@ use crate::build;
 use crate::harness::parallel::{run_modules, Modules, JOBS_ENV};
 use crate::harness::{harness_command, suite_test, TestTotals};
 use crate::memcheck::{self, ENV};
-use crate::workspace::{run, target_dir, Result};
+use crate::workspace::{run, target_dir, At, Result};
 
 /// The suite's modules of the full run (timing-dependent ones excluded: see
 /// docs/testing.md, "Memory safety").
@@ -58,12 +58,7 @@ const CI_FILTER: &[&str] = &[
 ];
 
 /// `cargo xtask valgrind [--ci]`.
-pub fn valgrind(args: &[String]) -> Result {
-    let ci = match args {
-        [] => false,
-        [a] if a == "--ci" => true,
-        _ => return Err("usage: cargo xtask valgrind [--ci]".into()),
-    };
+pub fn valgrind(ci: bool) -> Result {
     let install_dir = build::build()?;
     if ci {
         return ci_subset(&install_dir);
@@ -102,7 +97,7 @@ pub fn ci_subset(install_dir: &Path) -> Result {
 fn log_dir() -> Result<PathBuf> {
     let dir = target_dir().join("valgrind");
     let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    fs::create_dir_all(&dir).at(&dir)?;
     if Command::new("valgrind").arg("--version").output().is_err() {
         return Err("valgrind is not installed (apt-get install valgrind)".into());
     }
@@ -164,7 +159,7 @@ struct Summary {
 impl Summary {
     fn read(dir: &Path) -> Result<Summary> {
         let mut names: Vec<String> = fs::read_dir(dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .at(dir)?
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(".log"))
@@ -253,10 +248,12 @@ impl Summary {
             return Err("no nginx ran under memcheck".into());
         }
         if !self.bad.is_empty() {
-            return Err(format!(
+            return err!(
                 "memcheck: {} errors, {} definitely lost blocks, {} logs without a summary",
-                t.errors, t.lost_blocks, t.incomplete
-            ));
+                t.errors,
+                t.lost_blocks,
+                t.incomplete
+            );
         }
         Ok(())
     }
@@ -305,6 +302,7 @@ mod tests {
         assert!(s
             .verdict()
             .unwrap_err()
+            .to_string()
             .contains("2 errors, 2 definitely lost blocks, 1 logs"));
         assert!(Summary::default().verdict().is_err());
     }

@@ -154,7 +154,7 @@ pub const FLAGS: &[&str] = &[
 ];
 
 /// What `--nginx` (and `--nginx-source`) asked for.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Which {
     /// One version (the default when `--nginx` is absent).
     One(String),
@@ -169,130 +169,75 @@ pub struct Selection {
     pub source: Option<PathBuf>,
 }
 
-/// What `build`, `nginx-test` and `nginx-tests` do, by command.
-const DOES: &[(&str, &str)] = &[
-    (
-        "build",
-        "nginx, the patched nginx and the module, into target/nginx/VERSION/",
-    ),
-    (
-        "nginx-test",
-        "build, then the unit tests and the nginx integration suite \
-         (--nginx all: CI's run)",
-    ),
-    (
-        "nginx-tests",
-        "build, then nginx's own test suite (nginx-tests), four ways",
-    ),
-];
+/// `--nginx VERSION|all` and `--nginx-source PATH`: the options of
+/// `nginx-test`, `nginx-tests`, `lab`, `bench` and `soak` (`build` takes
+/// `--nginx` alone, its `--nginx-source` being `--for`'s too).
+#[derive(clap::Args, Debug, Default)]
+pub struct Nginx {
+    #[arg(long, value_name = "VERSION|all", value_parser = which, help = nginx_help())]
+    pub nginx: Option<Which>,
+    /// an nginx source tree or .tar.gz of your own (the version is the tree's)
+    #[arg(long, value_name = "PATH")]
+    pub nginx_source: Option<PathBuf>,
+}
 
-/// `cargo xtask COMMAND --help` for the commands whose options [`parse`]
-/// reads (`build`, `nginx-test`, `nginx-tests`).
-pub fn usage(command: &str) -> String {
-    let does = DOES
-        .iter()
-        .find(|(c, _)| *c == command)
-        .map_or("", |(_, d)| d);
-    let mut out = format!(
-        "cargo xtask {command} [--nginx VERSION|all] [--nginx-source PATH]{}\n  {does}\n\n\
-         \x20 --nginx VERSION|all   one nginx (default {DEFAULT}): a release X.Y.Z, master-COMMIT,\n\
-         \x20                       tengine-X.Y.Z or angie-X.Y.Z; all: CI's versions,\n\
-         \x20                       {}\n\
-         \x20 --nginx-source PATH   an nginx source tree or .tar.gz of your own (the version\n\
-         \x20                       is the tree's)\n",
-        if command == "build" { "" } else { " [-- ARGS]" },
+/// What `--nginx` says in `--help`: the default and the matrix, from here.
+pub fn nginx_help() -> String {
+    format!(
+        "one nginx (default {DEFAULT}): a release X.Y.Z, master-COMMIT, tengine-X.Y.Z or \
+         angie-X.Y.Z; all: CI's versions, {}",
         MATRIX.join(", ")
-    );
-    if command == "build" {
-        out.push_str(
-            "  --for NGINX_BINARY    only the module, for that binary (its options:\n\
-             \x20                       cargo xtask build --for BINARY --help)\n",
-        );
-    } else {
-        out.push_str(
-            "  -- ARGS               after `--`, to the test binaries (e.g. `race::`, a test path filter)\n",
-        );
-    }
-    out.push_str("  --help, -h            this");
-    out
+    )
 }
 
-/// Whether `args` ask for `--help` (or `-h`) before any `--` (what follows
-/// it is the test binaries'): then [`usage`] is printed.
-pub fn help(command: &str, args: &[String]) -> bool {
-    print_help(args, &usage(command))
+/// `--nginx`'s value: `all`, or a version [`source`] knows how to obtain.
+pub fn which(v: &str) -> std::result::Result<Which, String> {
+    match v {
+        "all" => Ok(Which::All),
+        v if crate::source::is_release(v) || crate::source::is_codebase(v) => {
+            Ok(Which::One(v.to_string()))
+        }
+        _ => Err(
+            "expected a version such as 1.30.4, nginx's development branch as \
+             master-COMMIT, tengine-X.Y.Z, angie-X.Y.Z, or all"
+                .into(),
+        ),
+    }
 }
 
-/// Whether `args` ask for `--help` (or `-h`) before any `--` (what
-/// follows it is the test binaries'): then `usage` is printed.
-pub fn print_help(args: &[String], usage: &str) -> bool {
-    let asked = args
-        .iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a == "--help" || a == "-h");
-    if asked {
-        println!("{usage}");
-    }
-    asked
-}
-
-/// Parses `--nginx VERSION|all` and `--nginx-source PATH` (also as
-/// `--opt=value`); returns them and the arguments after `--`.
-pub fn parse(args: &[String]) -> Result<(Selection, Vec<String>)> {
-    let mut version = None;
-    let mut source = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        if arg == "--" {
-            break;
+/// What `--nginx` and `--nginx-source` select: without `--nginx`,
+/// [`DEFAULT`], or the source's own version (empty) when one is named.
+pub fn selection(nginx: Option<&Which>, source: Option<&Path>) -> Result<Selection> {
+    let which = match (nginx, source) {
+        (Some(Which::All), Some(_)) => {
+            return Err("--nginx-source names one nginx; it cannot go with --nginx all".into())
         }
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
-            None => (arg.as_str(), None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or(format!("{name} needs a value"))
-        };
-        match name {
-            "--nginx" => version = Some(value()?),
-            "--nginx-source" => source = Some(PathBuf::from(value()?)),
-            other => {
-                return Err(format!(
-                    "unknown option `{other}` (options: --nginx VERSION|all, \
-                     --nginx-source PATH; test filters go after `--`)"
-                ))
-            }
-        }
-    }
-    let rest: Vec<String> = it.cloned().collect();
-    let which = match version.as_deref() {
-        Some("all") => {
-            if source.is_some() {
-                return Err("--nginx-source names one nginx; it cannot go with --nginx all".into());
-            }
-            Which::All
-        }
-        Some(v) => {
-            if !is_version(v) {
-                return Err(format!(
-                    "--nginx {v}: expected a version such as 1.30.4, nginx's development \
-                     branch as master-COMMIT, tengine-X.Y.Z, angie-X.Y.Z, or all"
-                ));
-            }
-            Which::One(v.to_string())
-        }
-        // With a source of its own, the version is the source's.
-        None if source.is_some() => Which::One(String::new()),
-        None => Which::One(DEFAULT.to_string()),
+        (Some(w), _) => w.clone(),
+        (None, Some(_)) => Which::One(String::new()),
+        (None, None) => Which::One(DEFAULT.to_string()),
     };
-    Ok((Selection { which, source }, rest))
+    let source = source.map(Path::to_path_buf);
+    Ok(Selection { which, source })
 }
 
-fn is_version(v: &str) -> bool {
-    crate::source::is_release(v) || crate::source::is_codebase(v)
+impl Nginx {
+    pub fn selection(&self) -> Result<Selection> {
+        selection(self.nginx.as_ref(), self.nginx_source.as_deref())
+    }
+
+    /// For a command that runs one nginx (`lab`, `bench`, `soak`): the
+    /// version (empty when the source names it) and its source.
+    pub fn one(&self) -> Result<(String, Option<PathBuf>)> {
+        match self.selection()? {
+            Selection {
+                which: Which::One(version),
+                source,
+            } => Ok((version, source)),
+            _ => Err(
+                "--nginx all: this command runs one nginx; name a version such as 1.31.4".into(),
+            ),
+        }
+    }
 }
 
 /// A pristine nginx source tree for `version` (`source.rs` says from where
@@ -306,37 +251,6 @@ pub fn source(version: &str, user: Option<&Path>) -> Result<Source> {
             ..Default::default()
         },
     )
-}
-
-/// For a command whose other options are a harness binary's (`lab`,
-/// `bench`): takes `--nginx VERSION` and `--nginx-source PATH` (also as
-/// `--opt=value`) out of `args` and parses them; returns the selection,
-/// one version (empty when the source names it), its source if given,
-/// and every other argument in order.
-pub fn parse_one_among(args: &[String]) -> Result<(String, Option<PathBuf>, Vec<String>)> {
-    let (mut own, mut others) = (Vec::new(), Vec::new());
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let name = arg.split_once('=').map_or(arg.as_str(), |(n, _)| n);
-        if name == "--nginx" || name == "--nginx-source" {
-            own.push(arg.clone());
-            if !arg.contains('=') {
-                own.extend(it.next().cloned());
-            }
-        } else {
-            others.push(arg.clone());
-        }
-    }
-    match parse(&own)? {
-        (
-            Selection {
-                which: Which::One(version),
-                source,
-            },
-            _,
-        ) => Ok((version, source, others)),
-        _ => Err("--nginx all: this command runs one nginx; name a version such as 1.31.4".into()),
-    }
 }
 
 #[cfg(test)]
@@ -359,89 +273,6 @@ mod tests {
             .iter()
             .find(|(n, _)| *n == DEFAULT);
         assert_eq!(carried.map(|(_, c)| *c), Some(pinned.as_str()));
-    }
-
-    #[test]
-    fn a_harness_commands_nginx_options_are_taken_out_of_its_own() {
-        let (v, source, rest) =
-            parse_one_among(&args("--rate 500 --nginx 1.31.4 --arms stock,module")).unwrap();
-        assert_eq!((v.as_str(), source), ("1.31.4", None));
-        assert_eq!(rest, args("--rate 500 --arms stock,module"));
-        let (v, source, rest) = parse_one_among(&args("--quick --nginx-source=/src/n")).unwrap();
-        assert_eq!((v.as_str(), source), ("", Some(PathBuf::from("/src/n"))));
-        assert_eq!(rest, args("--quick"));
-        let (v, _, rest) = parse_one_among(&[]).unwrap();
-        assert_eq!((v.as_str(), rest.len()), (DEFAULT, 0));
-        let err = parse_one_among(&args("--nginx all")).unwrap_err();
-        assert!(err.contains("one nginx"), "{err}");
-        let err = parse_one_among(&args("--rate 5 --nginx")).unwrap_err();
-        assert!(err.contains("--nginx needs a value"), "{err}");
-    }
-
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
-
-    #[test]
-    fn options_and_filters_are_parsed() {
-        let (s, rest) = parse(&args("--nginx 1.30.4 -- race --exact")).unwrap();
-        assert_eq!(s.which, Which::One("1.30.4".into()));
-        assert_eq!(rest, args("race --exact"));
-        let (s, rest) = parse(&args("--nginx=all")).unwrap();
-        assert_eq!((s.which, rest.len()), (Which::All, 0));
-        let (s, _) = parse(&[]).unwrap();
-        assert_eq!(s.which, Which::One(DEFAULT.into()));
-        for name in ["master-3f6f782", "tengine-3.2.0"] {
-            let (s, _) = parse(&args(&format!("--nginx {name}"))).unwrap();
-            assert_eq!(s.which, Which::One(name.into()));
-        }
-        let (s, _) = parse(&args("--nginx-source /src/nginx-1.29.0")).unwrap();
-        assert_eq!(s.which, Which::One(String::new()));
-        assert_eq!(s.source, Some(PathBuf::from("/src/nginx-1.29.0")));
-    }
-
-    /// `build --help` and `nginx-test --help` print their options (they
-    /// said `unknown option`); a `--help` after `--` is the test
-    /// binaries'.
-    #[test]
-    fn help_is_asked_before_the_separator_and_names_every_option() {
-        for command in ["build", "nginx-test", "nginx-tests"] {
-            assert!(help(command, &args("--help")));
-            assert!(help(command, &args("--nginx 1.30.4 -h")));
-            assert!(!help(command, &args("--nginx 1.30.4")));
-            assert!(!help(command, &args("-- --help")));
-            let text = usage(command);
-            for option in ["--nginx VERSION|all", "--nginx-source PATH", DEFAULT] {
-                assert!(text.contains(option), "{command}: {option}: {text}");
-            }
-            assert!(text.contains(DOES.iter().find(|(c, _)| *c == command).unwrap().1));
-        }
-        assert!(usage("build").contains("--for NGINX_BINARY"));
-        assert!(usage("nginx-test").contains("-- ARGS"));
-        // Every option the usage names, parse takes.
-        for a in ["--nginx 1.30.4", "--nginx all", "--nginx-source /src/nginx"] {
-            assert!(parse(&args(a)).is_ok(), "{a}");
-        }
-    }
-
-    #[test]
-    fn bad_options_are_refused_with_what_was_wrong() {
-        for (a, said) in [
-            ("--nginx", "--nginx needs a value"),
-            ("--nginx 1.30", "expected a version"),
-            ("--nginx latest", "expected a version"),
-            ("--nginx master-xyz", "master-COMMIT"),
-            ("--nginx tengine-3.2", "tengine-X.Y.Z"),
-            ("--nginx angie-1.12", "expected a version"),
-            ("--frobnicate", "unknown option `--frobnicate`"),
-            (
-                "--nginx all --nginx-source x.tar.gz",
-                "cannot go with --nginx all",
-            ),
-        ] {
-            let err = parse(&args(a)).unwrap_err();
-            assert!(err.contains(said), "{a}: {err}");
-        }
     }
 
     #[test]

@@ -10,7 +10,67 @@ use std::process::Command;
 /// the release of the nginx-src crate 1.28.1, which nginx-sys builds.
 pub const DEFAULT: &str = "1.28.0";
 
-pub type Result<T = ()> = std::result::Result<T, String>;
+pub type Result<T = ()> = std::result::Result<T, Error>;
+
+/// What went wrong: the file or the program it concerned and the cause,
+/// or what a command found wrong, in words.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Said(String),
+}
+
+/// `Err` of what a command found wrong: `return err!("{path}: no version")`.
+macro_rules! err {
+    ($($what:tt)*) => {
+        Err(format!($($what)*).into())
+    };
+}
+
+impl From<String> for Error {
+    fn from(said: String) -> Error {
+        Error::Said(said)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(said: &str) -> Error {
+        Error::Said(said.to_string())
+    }
+}
+
+/// An I/O result with the path it was about, `fs::read(&p).at(&p)?`, or
+/// the program that could not be run, `cmd.output().running("git")?`.
+pub trait At<T> {
+    fn at(self, path: impl AsRef<Path>) -> Result<T>;
+    fn running(self, program: impl std::fmt::Display) -> Result<T>;
+}
+
+impl<T> At<T> for std::io::Result<T> {
+    fn at(self, path: impl AsRef<Path>) -> Result<T> {
+        self.map_err(|source| Error::Io {
+            path: path.as_ref().to_path_buf(),
+            source,
+        })
+    }
+
+    fn running(self, program: impl std::fmt::Display) -> Result<T> {
+        self.map_err(|source| Error::Spawn {
+            program: program.to_string(),
+            source,
+        })
+    }
+}
 
 /// The workspace root (the parent of this crate's manifest directory).
 pub fn root() -> PathBuf {
@@ -48,12 +108,10 @@ pub fn cargo() -> Command {
 }
 
 pub fn run(cmd: &mut Command) -> Result {
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let status = cmd.status().running(format!("{cmd:?}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("{cmd:?} failed: {status}"))
+        err!("{cmd:?} failed: {status}")
     }
 }

@@ -234,17 +234,17 @@ fn a_for_that_is_no_binary_is_named_for_what_it_is() {
 }
 
 /// Every operator's and developer's command prints its usage for
-/// `--help` (`build` and `nginx-test` said `unknown option`), and runs
-/// nothing.
+/// `--help` (`build` and `nginx-test` said `unknown option`; clap's help
+/// now), and runs nothing.
 #[test]
 fn every_command_takes_help() {
     let dir = scratch("help");
     for (command, names) in [
         ("install", "--edit-conf"),
-        ("uninstall", "--for NGINX_BINARY"),
-        ("build", "--nginx VERSION|all"),
-        ("nginx-test", "--nginx-source PATH"),
-        ("nginx-tests", "-- ARGS"),
+        ("uninstall", "--for <NGINX_BINARY>"),
+        ("build", "--nginx <VERSION|all>"),
+        ("nginx-test", "[-- <ARGS>...]"),
+        ("nginx-tests", "--nginx-source <PATH>"),
     ] {
         let run = xtask(&[command, "--help"], &nowhere(), &dir);
         assert!(

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use crate::build::MODULE_FILE;
 use crate::tree::{files, run_quiet};
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// The package: `libnginx-mod-` and `http-`, as Debian names http module
 /// packages, then the project's name.
@@ -24,11 +24,11 @@ pub const PRIORITY: u32 = 70;
 /// `debian/libnginx-mod.abisubstvars` (`nginx:abi=nginx-abi-1.30.6-1`).
 pub(super) fn abi(src: &Path) -> Result<String> {
     let path = src.join("debian/libnginx-mod.abisubstvars");
-    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = fs::read_to_string(&path).at(&path)?;
     text.lines()
         .find_map(|l| l.trim().strip_prefix("nginx:abi="))
         .map(str::to_string)
-        .ok_or(format!("{} names no nginx:abi", path.display()))
+        .ok_or(format!("{} names no nginx:abi", path.display()).into())
 }
 
 /// `dpkg --print-architecture`.
@@ -36,10 +36,10 @@ fn architecture() -> Result<String> {
     let out = Command::new("dpkg")
         .arg("--print-architecture")
         .output()
-        .map_err(|e| format!("dpkg: {e}"))?;
+        .running("dpkg")?;
     let arch = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || arch.is_empty() {
-        return Err(format!("dpkg --print-architecture: {out:?}"));
+        return err!("dpkg --print-architecture: {out:?}");
     }
     Ok(arch)
 }
@@ -49,7 +49,7 @@ fn architecture() -> Result<String> {
 fn glibc_needed(so: &Path) -> Result<String> {
     let text = objdump("-T", so)?;
     if !text.contains("GLIBC_") {
-        return Err(format!("objdump -T {} shows no glibc symbol", so.display()));
+        return err!("objdump -T {} shows no glibc symbol", so.display());
     }
     let mut best: Vec<u32> = vec![2, 2, 5];
     for word in text.split_whitespace() {
@@ -79,9 +79,9 @@ fn objdump(flag: &str, so: &Path) -> Result<String> {
         .arg(flag)
         .arg(so)
         .output()
-        .map_err(|e| format!("objdump: {e}"))?;
+        .running("objdump")?;
     if !out.status.success() {
-        return Err(format!("objdump {flag} {}: {out:?}", so.display()));
+        return err!("objdump {flag} {}: {out:?}", so.display());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -116,10 +116,10 @@ pub(super) fn make_deb(
     let doc = stage.join(format!("usr/share/doc/{PACKAGE}"));
     let control = stage.join("DEBIAN");
     for d in [&modules, &available, &doc, &control] {
-        fs::create_dir_all(d).map_err(|e| e.to_string())?;
+        fs::create_dir_all(d).at(d)?;
     }
     let installed = modules.join(MODULE_FILE);
-    fs::copy(so, &installed).map_err(|e| e.to_string())?;
+    fs::copy(so, &installed).at(so)?;
     // As dh_strip does, without keeping a -dbgsym package.
     run_quiet(
         Command::new("strip")
@@ -132,7 +132,7 @@ pub(super) fn make_deb(
         available.join(CONF),
         format!("load_module modules/{MODULE_FILE};\n"),
     )
-    .map_err(|e| e.to_string())?;
+    .at(available.join(CONF))?;
     fs::write(
         doc.join("copyright"),
         "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\
@@ -143,7 +143,7 @@ pub(super) fn make_deb(
          On Debian systems, the full text of the Apache License 2.0 is in\n \
          /usr/share/common-licenses/Apache-2.0.\n",
     )
-    .map_err(|e| e.to_string())?;
+    .at(doc.join("copyright"))?;
 
     // Debian policy's changelog.Debian.gz, compressed as dh_compress does.
     let changelog = doc.join("changelog.Debian");
@@ -152,8 +152,7 @@ pub(super) fn make_deb(
         format!(
             "{PACKAGE} ({version}) unstable; urgency=medium\n\n  * Built by cargo xtask debian against nginx-dev {nginx} ({abi}).\n\n -- generation-retry developers <generation-retry@localhost>  Tue, 01 Dec 2026 00:00:00 +0000\n"
         ),
-    )
-    .map_err(|e| e.to_string())?;
+    ).at(&changelog)?;
     run_quiet(Command::new("gzip").args(["-9n"]).arg(&changelog))?;
 
     // The maintainer scripts: nginx-dev's dh_nginx autoscripts, with the
@@ -162,8 +161,7 @@ pub(super) fn make_deb(
     let autoscripts = root.join("usr/share/debhelper/autoscripts");
     for script in ["postinst", "prerm", "postrm"] {
         let template_path = autoscripts.join(format!("{script}-nginx"));
-        let template = fs::read_to_string(&template_path)
-            .map_err(|e| format!("{}: {e}", template_path.display()))?;
+        let template = fs::read_to_string(&template_path).at(&template_path)?;
         let body = template.replace("#NAMES#", &names);
         let path = control.join(script);
         fs::write(
@@ -171,8 +169,7 @@ pub(super) fn make_deb(
             format!(
                 "#!/bin/sh\nset -e\n# Automatically added by dh_nginx (cargo xtask debian)\n{body}# End automatically added section\n"
             ),
-        )
-        .map_err(|e| e.to_string())?;
+        ).at(&path)?;
         set_mode(&path, 0o755)?;
     }
 
@@ -182,11 +179,7 @@ pub(super) fn make_deb(
         match lib.as_str() {
             "libgcc_s.so.1" => depends.push_str(", libgcc-s1 (>= 3.0)"),
             l if l.starts_with("libc.so") || l.starts_with("ld-linux") => {}
-            other => {
-                return Err(format!(
-                    "the module needs {other}: name its package in Depends"
-                ))
-            }
+            other => return err!("the module needs {other}: name its package in Depends"),
         }
     }
     fs::write(
@@ -210,8 +203,8 @@ pub(super) fn make_deb(
              \"no live upstreams\" by cause for Prometheus. http and stream.\n"
         ),
     )
-    .map_err(|e| e.to_string())?;
-    fs::write(control.join("md5sums"), md5sums(&stage)?).map_err(|e| e.to_string())?;
+    .at(control.join("control"))?;
+    fs::write(control.join("md5sums"), md5sums(&stage)?).at(control.join("md5sums"))?;
 
     let deb = base.join(format!("{PACKAGE}_{version}_{arch}.deb"));
     let _ = fs::remove_file(&deb);
@@ -226,13 +219,13 @@ pub(super) fn make_deb(
 
 pub(super) fn set_mode(path: &Path, mode: u32) -> Result {
     use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|e| e.to_string())
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).at(path)
 }
 
 fn dir_size(dir: &Path) -> Result<u64> {
     let mut total = 0;
     for f in files(dir, &|_| false)? {
-        total += fs::metadata(&f).map_err(|e| e.to_string())?.len();
+        total += fs::metadata(&f).at(&f)?.len();
     }
     Ok(total)
 }
@@ -243,9 +236,9 @@ fn md5sums(stage: &Path) -> Result<String> {
         .args(["-c", "find usr -type f -print0 | sort -z | xargs -0 md5sum"])
         .current_dir(stage)
         .output()
-        .map_err(|e| format!("md5sum: {e}"))?;
+        .running("md5sum")?;
     if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use crate::source::{check_listed, mirror, sha256, MIRROR_ENV};
 use crate::tree::{fnv1a, run_quiet};
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// Debian's packages the build and the tests need: nginx, its development
 /// files and dynamic stream module, and the runtime libraries Debian's
@@ -56,8 +56,8 @@ pub(super) fn fetch(inputs: &Inputs, dir: &Path) -> Result<Vec<PathBuf>> {
             let mirror = pinned_mirror()?;
             let pinned = mirror.join("debian-sid");
             let mut debs = Vec::new();
-            for entry in fs::read_dir(&pinned).map_err(|e| format!("{}: {e}", pinned.display()))? {
-                let path = entry.map_err(|e| e.to_string())?.path();
+            for entry in fs::read_dir(&pinned).at(&pinned)? {
+                let path = entry.at(&pinned)?.path();
                 let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                     continue;
                 };
@@ -81,11 +81,14 @@ pub(super) fn fetch(inputs: &Inputs, dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// The mirror that holds the pinned Debian packages.
 pub(super) fn pinned_mirror() -> Result<PathBuf> {
-    mirror().ok_or(format!(
-        "the pinned Debian packages come from the mirror: set {MIRROR_ENV} to a directory \
+    mirror().ok_or(
+        format!(
+            "the pinned Debian packages come from the mirror: set {MIRROR_ENV} to a directory \
          with debian-sid/ and SHA256SUMS (CI: ../shared/nginx), or use --suite sid \
          (Debian's current packages) or --installed (this machine's nginx-dev)"
-    ))
+        )
+        .into(),
+    )
 }
 
 /// `apt-get download` of [`DEBIAN_PACKAGES`] from `suite`, with a package
@@ -96,14 +99,14 @@ fn download(suite: &str, dir: &Path) -> Result<Vec<PathBuf>> {
     let (uri, keyring) = system_archive()?;
     let _ = fs::remove_dir_all(dir);
     for d in ["lists/partial", "cache/archives/partial", "parts", "debs"] {
-        fs::create_dir_all(dir.join(d)).map_err(|e| e.to_string())?;
+        fs::create_dir_all(dir.join(d)).at(dir.join(d))?;
     }
     let sources = dir.join("sources.list");
     fs::write(
         &sources,
         format!("deb [signed-by={keyring}] {uri} {suite} main\n"),
     )
-    .map_err(|e| e.to_string())?;
+    .at(&sources)?;
     let opts = [
         format!("Dir::Etc::SourceList={}", sources.display()),
         format!("Dir::Etc::SourceParts={}", dir.join("parts").display()),
@@ -125,7 +128,7 @@ fn download(suite: &str, dir: &Path) -> Result<Vec<PathBuf>> {
     args.extend_from_slice(DEBIAN_PACKAGES);
     run_quiet(&mut apt(&args, &debs_dir))?;
     let mut debs: Vec<PathBuf> = fs::read_dir(&debs_dir)
-        .map_err(|e| e.to_string())?
+        .at(&debs_dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "deb"))
         .collect();
@@ -185,7 +188,7 @@ fn system_archive() -> Result<(String, String)> {
 }
 
 pub(super) fn dpkg_x(deb: &Path, dest: &Path) -> Result {
-    fs::create_dir_all(dest).map_err(|e| e.to_string())?;
+    fs::create_dir_all(dest).at(dest)?;
     run_quiet(Command::new("dpkg-deb").arg("-x").arg(deb).arg(dest))
 }
 
@@ -211,10 +214,10 @@ pub(super) fn unpack(debs: &[PathBuf], dest: &Path) -> Result<PathBuf> {
         "usr/lib/nginx/modules/ngx_stream_module.so",
     ] {
         if !dest.join(needed).exists() {
-            return Err(format!("the packages hold no {needed}: {names:?}"));
+            return err!("the packages hold no {needed}: {names:?}");
         }
     }
-    fs::write(&stamp_file, stamp).map_err(|e| e.to_string())?;
+    fs::write(&stamp_file, stamp).at(&stamp_file)?;
     Ok(dest.to_path_buf())
 }
 
@@ -227,7 +230,7 @@ mod tests {
         let Ok(mirror) = pinned_mirror() else {
             // Without the mirror there is nothing pinned: the refusal must
             // name the variable and the other inputs.
-            let err = pinned_mirror().unwrap_err();
+            let err = pinned_mirror().unwrap_err().to_string();
             assert!(
                 err.contains(MIRROR_ENV) && err.contains("--suite sid"),
                 "{err}"

@@ -10,7 +10,7 @@ use std::time::Instant;
 use crate::build::MODULE_FILE;
 use crate::source::tree_identity;
 use crate::tree::{copy_tree, fnv1a, is_fresh, make_target, run_quiet, write_stamp};
-use crate::workspace::{self, Result};
+use crate::workspace::{self, At, Result};
 
 /// What the build adds to `conf_flags`, besides `--add-dynamic-module`:
 /// `--with-stream`, as Debian's `nginx_mod` build system adds it for a
@@ -33,8 +33,8 @@ pub(super) fn build(root: &Path, work: &Path) -> Result<PathBuf> {
             .to_string_lossy()
             .into_owned()
             .into_bytes(),
-        fs::read(workspace::root().join("config")).map_err(|e| e.to_string())?,
-        fs::read(workspace::root().join("config.make")).map_err(|e| e.to_string())?,
+        fs::read(workspace::root().join("config")).at(workspace::root().join("config"))?,
+        fs::read(workspace::root().join("config.make")).at(workspace::root().join("config.make"))?,
     ];
     let stamp = fnv1a(
         inputs
@@ -78,7 +78,7 @@ pub(super) fn build(root: &Path, work: &Path) -> Result<PathBuf> {
     );
     let so = objs.join(MODULE_FILE);
     if !so.is_file() {
-        return Err(format!("make modules left no {}", so.display()));
+        return err!("make modules left no {}", so.display());
     }
     Ok(so)
 }

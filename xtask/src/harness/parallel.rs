@@ -25,7 +25,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 
 use super::{TestTotals, NO_TEST};
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// The binaries that run with no other test binary beside them, first
 /// (`--nginx all`'s builds at the idle scheduling class do: they take
@@ -67,7 +67,7 @@ pub fn jobs(cmd: &Command) -> Result<usize> {
             .parse()
             .ok()
             .filter(|n| *n > 0)
-            .ok_or_else(|| format!("{JOBS_ENV}={v}: expected a count of 1 or more")),
+            .ok_or_else(|| format!("{JOBS_ENV}={v}: expected a count of 1 or more").into()),
         None => Ok(2),
     }
 }
@@ -239,12 +239,12 @@ fn list(b: &Binary, from: &Command, pick: &[String]) -> Result<Vec<String>> {
         .output()
         .map_err(|e| format!("cannot list {}: {e}", b.exe.display()))?;
     if !out.status.success() {
-        return Err(format!(
+        return err!(
             "{} --list: {}: {}",
             b.exe.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr)
-        ));
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -281,10 +281,10 @@ fn jobs_of(
             .filter(|m| !every.iter().any(|t| module_of(t) == Some(**m)))
             .collect();
         if !missing.is_empty() && matches!(modules, Modules::Only(_)) {
-            return Err(format!(
+            return err!(
                 "{}: no module {missing:?}: a selection names a module the suite does not have",
                 b.exe.display()
-            ));
+            );
         }
         let picked = if pick.is_empty() {
             every
@@ -295,10 +295,10 @@ fn jobs_of(
         let mut by_module: Vec<(String, Vec<String>)> = Vec::new();
         for t in picked {
             let Some(m) = module_of(&t) else {
-                return Err(format!(
+                return err!(
                     "{}: test {t} is in the suite's root: write it in a module",
                     b.exe.display()
-                ));
+                );
             };
             if !modules.runs(m) {
                 continue;
@@ -314,10 +314,10 @@ fn jobs_of(
             .filter(|m| !by_module.iter().any(|(n, _)| n == **m))
             .collect();
         if strict && matches!(modules, Modules::Only(_)) && !unrun.is_empty() {
-            return Err(format!(
+            return err!(
                 "{}: modules {unrun:?} have no test the filters {pick:?} pick",
                 b.exe.display()
-            ));
+            );
         }
         for (m, tests) in by_module {
             jobs.push(Binary {
@@ -353,11 +353,9 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
     if let Some(dir) = cmd.get_current_dir() {
         build.current_dir(dir);
     }
-    let out = build
-        .output()
-        .map_err(|e| format!("cannot run {build:?}: {e}"))?;
+    let out = build.output().running(format!("{build:?}"))?;
     if !out.status.success() {
-        return Err(format!("tests did not build: {}", out.status));
+        return err!("tests did not build: {}", out.status);
     }
     let all = binaries(&String::from_utf8_lossy(&out.stdout))?;
     let all = jobs_of(all, cmd, &pick, stages.modules, stages.strict)?;
@@ -431,7 +429,7 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
     remember(&total.binaries);
     let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
     if !failed.is_empty() {
-        return Err(format!("tests failed: {}", failed.join(", ")));
+        return err!("tests failed: {}", failed.join(", "));
     }
     if total.passed == before {
         return Err(NO_TEST.into());

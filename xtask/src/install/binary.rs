@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use super::conf::Dump;
 use super::Args;
 use crate::source;
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// The first nginx with `server ... resolve` in open source, and with it
 /// the generation check this module answers.
@@ -181,17 +181,17 @@ fn looks_like_configuration(path: &Path) -> bool {
 /// `BINARY -V`, read (after [`not_a_binary`]).
 pub(super) fn identify(binary: &Path) -> Result<Identity> {
     if let Some(why) = not_a_binary(binary) {
-        return Err(why);
+        return Err(why.into());
     }
-    let out = Command::new(binary)
-        .arg("-V")
-        .output()
-        .map_err(|e| format!("{}: {e}", binary.display()))?;
+    let out = Command::new(binary).arg("-V").output().at(binary)?;
     let said = String::from_utf8_lossy(&out.stderr);
-    parse_v(&said).ok_or(format!(
-        "{} -V does not say `nginx version: nginx/...`:\n{said}",
-        binary.display()
-    ))
+    parse_v(&said).ok_or(
+        format!(
+            "{} -V does not say `nginx version: nginx/...`:\n{said}",
+            binary.display()
+        )
+        .into(),
+    )
 }
 
 /// Whether this binary can take the module; `Ok(false)` when it has no
@@ -200,7 +200,7 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
     let v = &id.version;
     let bin = a.binary.display();
     let Some(tuple) = id.version_tuple() else {
-        return Err(format!("{bin} says nginx/{v}, which is not a version"));
+        return err!("{bin} says nginx/{v}, which is not a version");
     };
     if tuple < FLOOR {
         println!(
@@ -210,7 +210,7 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
         return Ok(false);
     }
     if id.codebase.starts_with("angie-") {
-        return Err(format!(
+        return err!(
             "{bin} is {}: no module on ngx 0.5 can be built for Angie. nginx-sys's module \
              structure names nginx's `spare1`, which Angie calls `angie_sign`, and past that \
              (BINDGEN_EXTRA_CLANG_ARGS=-Dangie_sign=spare1) ngx's logging calls \
@@ -218,7 +218,7 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
              first. Angie's fix is its core patch: nginx-src-patches/angie-1.12.1 \
              (docs/versions.md, Tengine and Angie)",
             id.describe()
-        ));
+        );
     }
     if id.has("--without-http_upstream_zone_module") {
         println!(
@@ -228,13 +228,13 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
         return Ok(false);
     }
     if !id.has("--with-compat") {
-        return Err(format!(
+        return err!(
             "{bin} (nginx {v}) was configured without --with-compat, so it loads only \
              modules built against its own configured tree. Configure nginx {v}'s source with \
              the arguments `nginx -V` prints, then build against that tree's objs: \
              NGINX_BUILD_DIR=/path/to/nginx-{v}/objs cargo build --release \
              --no-default-features --features export-modules (README: Building from source)"
-        ));
+        );
     }
     if id.has("--prefix=/usr/share/nginx") && a.source.user.is_none() {
         // Debian's and Ubuntu's own nginx: their module build is from
@@ -245,16 +245,19 @@ pub(super) fn admissible(a: &Args, id: &Identity) -> Result<bool> {
             Some(dev) if dev == *v => format!(
                 "{bin} is Debian's or Ubuntu's nginx {v}: build the package with \
                  `cargo xtask debian --installed --no-test`, {then}"
-            ),
+            )
+            .into(),
             Some(dev) => format!(
                 "{bin} is nginx {v} but the installed nginx-dev is {dev}: upgrade them \
                  together (apt install nginx nginx-dev), then `cargo xtask debian --installed \
                  --no-test`, {then}"
-            ),
+            )
+            .into(),
             None => format!(
                 "{bin} is Debian's or Ubuntu's nginx {v}: `apt install nginx-dev`, then \
                  `cargo xtask debian --installed --no-test`, {then}"
-            ),
+            )
+            .into(),
         });
     }
     Ok(true)
@@ -272,14 +275,12 @@ fn nginx(a: &Args, args: &[&str]) -> Result<Output> {
     if let Some(p) = &a.prefix {
         cmd.arg("-p").arg(p);
     }
-    cmd.args(args)
-        .output()
-        .map_err(|e| format!("{}: {e}", a.binary.display()))
+    cmd.args(args).output().at(&a.binary)
 }
 
 /// `BINARY -t` of the running configuration: nginx's words when it fails.
 pub(super) fn test_config(a: &Args) -> std::result::Result<(), String> {
-    let out = nginx(a, &["-t"])?;
+    let out = nginx(a, &["-t"]).map_err(|e| e.to_string())?;
     let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
     if out.status.success() {
         Ok(())
@@ -291,7 +292,7 @@ pub(super) fn test_config(a: &Args) -> std::result::Result<(), String> {
 /// `BINARY -T` of the running configuration: its files as nginx read
 /// them, or nginx's words when the test fails.
 pub(super) fn dump(a: &Args) -> std::result::Result<Dump, String> {
-    let out = nginx(a, &["-T"])?;
+    let out = nginx(a, &["-T"]).map_err(|e| e.to_string())?;
     if out.status.success() {
         Ok(Dump::parse(&String::from_utf8_lossy(&out.stdout)))
     } else {

@@ -13,7 +13,7 @@ use super::Args;
 use crate::build::module_against;
 use crate::source;
 use crate::tree::{nginx_tree, Make};
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 
 /// Modules whose `configure` checks need a library beyond OpenSSL, PCRE
 /// and zlib; none of them changes a structure the module reads, so the
@@ -89,7 +89,7 @@ pub(super) fn build_module(a: &Args, id: &Identity) -> Result<ModuleBuild> {
 pub(super) fn prove_loads(a: &Args, id: &Identity, layout: &Layout, module: &Path) -> Result {
     let dir = target_dir().join(format!("install-probe-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(dir.join("logs")).map_err(|e| e.to_string())?;
+    fs::create_dir_all(dir.join("logs")).at(dir.join("logs"))?;
     let mut conf = String::new();
     let stream_so = layout.modules.join("ngx_stream_module.so");
     if id.has("--with-stream=dynamic") && stream_so.is_file() {
@@ -101,7 +101,7 @@ pub(super) fn prove_loads(a: &Args, id: &Identity, layout: &Layout, module: &Pat
         dir.display()
     ));
     let path = dir.join("nginx.conf");
-    fs::write(&path, conf).map_err(|e| e.to_string())?;
+    fs::write(&path, conf).at(&path)?;
     let out = Command::new(&a.binary)
         .arg("-e")
         .arg("stderr")
@@ -111,15 +111,15 @@ pub(super) fn prove_loads(a: &Args, id: &Identity, layout: &Layout, module: &Pat
         .arg(&path)
         .arg("-t")
         .output()
-        .map_err(|e| format!("{}: {e}", a.binary.display()));
+        .at(&a.binary);
     let _ = fs::remove_dir_all(&dir);
     let out = out?;
     let said = String::from_utf8_lossy(&out.stderr);
     if out.status.success() && said.contains("test is successful") {
         return Ok(());
     }
-    Err(format!(
+    err!(
         "{} refuses the module built for it; nothing was installed:\n{said}",
         a.binary.display()
-    ))
+    )
 }

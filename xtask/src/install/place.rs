@@ -13,7 +13,7 @@ use std::process::Command;
 
 use super::binary::Identity;
 use crate::build::MODULE_FILE;
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// The snippet's name in a Debian-style `modules-enabled/`: after Debian's
 /// `50-mod-stream.conf`, which the stream part needs loaded first.
@@ -163,7 +163,7 @@ impl Was {
         match fs::read(path) {
             Ok(b) => Ok(Was::File(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Was::Absent),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+            Err(e) => err!("{}: {e}", path.display()),
         }
     }
 
@@ -178,7 +178,7 @@ impl Was {
             }
             Was::Absent => match fs::remove_file(path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    Err(format!("{}: {e}", path.display()))
+                    err!("{}: {e}", path.display())
                 }
                 _ => Ok(()),
             },
@@ -247,8 +247,7 @@ impl Undo {
 /// finds a module, and a running nginx keeps the file it mapped.
 pub(super) fn put_in(layout: &Layout, new: &[u8], text: &str, same_module: bool) -> Result {
     let module = layout.module();
-    fs::create_dir_all(&layout.modules)
-        .map_err(|e| format!("{}: {e}", layout.modules.display()))?;
+    fs::create_dir_all(&layout.modules).at(&layout.modules)?;
     if !same_module {
         if module.is_file() {
             let previous = layout.previous();
@@ -259,7 +258,7 @@ pub(super) fn put_in(layout: &Layout, new: &[u8], text: &str, same_module: bool)
         replace(&module, new)?;
     }
     let dir = layout.snippet_dir();
-    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    fs::create_dir_all(dir).at(dir)?;
     replace(&layout.snippet, text.as_bytes())
 }
 
@@ -323,17 +322,16 @@ fn replace_as(path: &Path, bytes: &[u8], keep: Keep) -> Result {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
-    fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    fs::rename(&tmp, path).at(path)
 }
 
 /// A new file at `path` holding `bytes`, with `keep`'s mode from its
 /// creation on (never readable by more than the file it replaces), then
 /// its owner and group.
 fn write_file(path: &Path, bytes: &[u8], keep: Keep) -> Result {
-    let err = |e: std::io::Error| format!("{}: {e}", path.display());
     // One left by a run that died between write and rename.
     match fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).at(path),
         _ => {}
     }
     let mut f = fs::OpenOptions::new()
@@ -341,8 +339,8 @@ fn write_file(path: &Path, bytes: &[u8], keep: Keep) -> Result {
         .create_new(true)
         .mode(keep.mode)
         .open(path)
-        .map_err(err)?;
-    f.write_all(bytes).map_err(err)?;
+        .at(path)?;
+    f.write_all(bytes).at(path)?;
     if let Some((uid, gid)) = keep.owner {
         std::os::unix::fs::fchown(&f, Some(uid), Some(gid)).map_err(|e| {
             format!(
@@ -354,5 +352,5 @@ fn write_file(path: &Path, bytes: &[u8], keep: Keep) -> Result {
     // After the owner: a chown may clear set-id bits; the umask may have
     // cleared others at creation.
     f.set_permissions(fs::Permissions::from_mode(keep.mode))
-        .map_err(err)
+        .at(path)
 }

@@ -168,8 +168,8 @@ pub(super) fn check_prerequisites(flags: &[String], download: Option<&source::Op
     } else {
         format!("{apt} (or: {dnf})")
     };
-    Err(format!(
+    err!(
         "missing build prerequisites: {}; install them with: {line}",
         what.join(", ")
-    ))
+    )
 }

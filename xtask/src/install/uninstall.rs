@@ -14,23 +14,20 @@ use super::binary::{dump, identify, test_config};
 use super::conf::{remove_include, Dump};
 use super::place::{package_owner, replace, Layout, Undo};
 use super::Args;
-use crate::workspace::Result;
+use crate::workspace::{At, Error, Result};
 
 /// `cargo xtask uninstall --for BINARY [--prefix DIR] [--dry-run]`.
-pub fn uninstall(args: &[String]) -> Result {
-    if super::help(args) {
-        return Ok(());
-    }
-    let mut a = Args::parse(args)?;
+pub fn uninstall(a: Args) -> Result {
+    let mut a = a.named()?;
     let id = identify(&a.binary)?;
     a.stderr_log = id.has_e();
     let layout = Layout::of(&id, a.prefix.as_deref());
     let (module, previous) = (layout.module(), layout.previous());
     if let Some(owner) = package_owner(&layout) {
-        return Err(format!(
+        return err!(
             "{} was installed by {owner}: remove it with apt remove (or apt purge)",
             module.display()
-        ));
+        );
     }
     if a.dry_run {
         println!("dry run: nothing is removed");
@@ -77,11 +74,11 @@ pub fn uninstall(args: &[String]) -> Result {
     let bin = a.binary.display();
     let (removed, kept) = take_out(&layout, || {
         test_config(&a).map_err(|said| {
-            format!(
+            Error::Said(format!(
                 "{bin} -t fails without the module: the configuration still uses it \
                  (remove its directives and `generation_retry_*` variables, then run this \
                  again). nginx said:\n{said}"
-            )
+            ))
         })
     })?;
     let kept = if kept.is_empty() {
@@ -107,9 +104,11 @@ pub(super) fn take_out(
     test: impl FnOnce() -> Result,
 ) -> Result<(Vec<String>, Vec<String>)> {
     let undo = Undo::take(layout)?;
-    steps(layout, test).map_err(|why| match undo.put_back(layout) {
-        Ok(()) => format!("{why}\neverything was put back as it was"),
-        Err(e) => format!("{why}\nputting it back failed too: {e}"),
+    steps(layout, test).map_err(|why| {
+        Error::Said(match undo.put_back(layout) {
+            Ok(()) => format!("{why}\neverything was put back as it was"),
+            Err(e) => format!("{why}\nputting it back failed too: {e}"),
+        })
     })
 }
 
@@ -118,8 +117,7 @@ fn steps(layout: &Layout, test: impl FnOnce() -> Result) -> Result<(Vec<String>,
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
     let made_dir = layout.snippet_made_dir();
     if layout.snippet.is_file() {
-        fs::remove_file(&layout.snippet)
-            .map_err(|e| format!("{}: {e}", layout.snippet.display()))?;
+        fs::remove_file(&layout.snippet).at(&layout.snippet)?;
         removed.push(layout.snippet.display().to_string());
     }
     let conf = layout.conf_file();
@@ -159,7 +157,7 @@ fn steps(layout: &Layout, test: impl FnOnce() -> Result) -> Result<(Vec<String>,
         .chain(backup)
     {
         if f.is_file() {
-            fs::remove_file(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+            fs::remove_file(&f).at(&f)?;
             removed.push(f.display().to_string());
         }
     }
@@ -184,14 +182,14 @@ fn refuse_while_used(d: &Dump, layout: &Layout) -> Result {
         return Ok(());
     }
     let lines: Vec<String> = uses.iter().map(|u| format!("  {u}")).collect();
-    Err(format!(
+    err!(
         "the configuration still uses the module in {} place{}; remove {}, then run this \
          again (nothing was removed):\n{}",
         uses.len(),
         if uses.len() == 1 { "" } else { "s" },
         if uses.len() == 1 { "it" } else { "them all" },
         lines.join("\n")
-    ))
+    )
 }
 
 /// The `*.conf` files left in the snippets' directory (what its `include`

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use super::Mutant;
 use crate::tree::{copy_if_changed, files};
-use crate::workspace::{root, Result};
+use crate::workspace::{root, At, Result};
 
 /// `tree` made equal to the tracked files of the workspace as they are in
 /// the working tree (unchanged files keep their times, so cargo rebuilds
@@ -19,12 +19,9 @@ pub(super) fn sync_tree(tree: &Path) -> Result {
         .args(["ls-files", "-z"])
         .current_dir(root())
         .output()
-        .map_err(|e| format!("cannot run git ls-files: {e}"))?;
+        .running("git ls-files")?;
     if !out.status.success() {
-        return Err(format!(
-            "git ls-files: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return err!("git ls-files: {}", String::from_utf8_lossy(&out.stderr));
     }
     let tracked: BTreeSet<PathBuf> = String::from_utf8_lossy(&out.stdout)
         .split('\0')
@@ -43,7 +40,7 @@ pub(super) fn sync_tree(tree: &Path) -> Result {
     if tree.is_dir() {
         for f in files(tree, &|_| false)? {
             if !wanted.contains(&f) {
-                fs::remove_file(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+                fs::remove_file(&f).at(&f)?;
             }
         }
     }
@@ -69,13 +66,13 @@ pub(super) fn check_applies(m: &Mutant, text: &str) -> Result<std::ops::Range<us
     let found = locate(text, m.find);
     match found.as_slice() {
         [one] => Ok(one.clone()),
-        _ => Err(format!(
+        _ => err!(
             "mutant {}: its text occurs {} times in {}, not once:\n{}",
             m.name,
             found.len(),
             m.file,
             m.find
-        )),
+        ),
     }
 }
 
@@ -138,9 +135,9 @@ pub(super) fn locate(text: &str, find: &str) -> Vec<std::ops::Range<usize>> {
 }
 
 pub(super) fn read(path: &Path) -> Result<String> {
-    fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+    fs::read_to_string(path).at(path)
 }
 
 pub(super) fn write(path: &Path, text: &str) -> Result {
-    fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+    fs::write(path, text).at(path)
 }

@@ -9,7 +9,7 @@ use crate::build::{self, MODULE_FILE};
 use crate::test_wrap;
 use crate::tree::copy_if_changed;
 use crate::versions::{DEFAULT, FLAGS};
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// One version's builds for the mutants of it: its stock and patched nginx
 /// (`target/nginx/VERSION`), the copy's module built for it, and how a
@@ -104,11 +104,10 @@ pub(super) fn install(
     let link = |rel: &str| -> Result {
         let at = dir.join(rel);
         if let Some(parent) = at.parent() {
-            fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+            fs::create_dir_all(parent).at(parent)?;
         }
         let _ = fs::remove_file(&at);
-        std::os::unix::fs::symlink(main.join(rel), &at)
-            .map_err(|e| format!("{}: {e}", at.display()))
+        std::os::unix::fs::symlink(main.join(rel), &at).at(&at)
     };
     link("stock/sbin/nginx")?;
     link(&format!("modules/{}", test_wrap::FILE))?;
@@ -116,11 +115,9 @@ pub(super) fn install(
         Some(p) => {
             let want = dir.join("patched/sbin/nginx");
             if p != want {
-                return Err(format!(
-                    "patched nginx at {}, not {}",
-                    p.display(),
-                    want.display()
-                ));
+                return Err(
+                    format!("patched nginx at {}, not {}", p.display(), want.display()).into(),
+                );
             }
         }
         None => link("patched/sbin/nginx")?,

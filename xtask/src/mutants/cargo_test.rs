@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::harness::matrix_env;
-use crate::workspace::{cargo, Result};
+use crate::workspace::{cargo, At, Result};
 
 /// The tests are the working tree's, which others may be editing: a test
 /// binary that does not build is tried again this many times, this far
@@ -48,7 +48,7 @@ pub(super) fn run_listed(
         for n in names {
             let id = format!("{b}::{n}");
             if !r.passed.contains(&id) && !r.failed.contains(&id) {
-                return Err(format!("{id} did not run (see {})", log.display()));
+                return err!("{id} did not run (see {})", log.display());
             }
         }
         all.passed.extend(r.passed);
@@ -129,10 +129,10 @@ pub(super) fn cargo_test(
             }
             return Ok(r);
         }
-        return Err(format!(
+        return err!(
             "`cargo test --test suite -- {binary}::` ran no test (did it build? see {})",
             log.display()
-        ));
+        );
     }
     Ok(r)
 }
@@ -152,10 +152,7 @@ pub(super) fn run_core(tree: &Path, target: &Path, log: &Path) -> Result<Results
     let (ok, lines) = run_logged(&mut cmd, log)?;
     let r = parse_results(&lines, "core");
     if !ok && r.failed.is_empty() {
-        return Err(format!(
-            "core's unit tests did not run (see {})",
-            log.display()
-        ));
+        return err!("core's unit tests did not run (see {})", log.display());
     }
     Ok(r)
 }
@@ -173,13 +170,13 @@ fn run_logged(cmd: &mut Command, log: &Path) -> Result<(bool, Vec<String>)> {
         .create(true)
         .append(true)
         .open(log)
-        .map_err(|e| format!("{}: {e}", log.display()))?;
+        .at(log)?;
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(stderr)
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+        .running(format!("{cmd:?}"))?;
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = mpsc::channel();
     let log_path = log.to_path_buf();

@@ -50,12 +50,12 @@ pub(super) fn baseline(group: &[&Mutant], ctx: &Context, tree: &Path, logs: &Pat
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        err!(
             "the baseline on nginx {} (nothing mutated) fails {failed:?}: no mutant can be \
              judged (see {})",
             ctx.version,
             log.display()
-        ))
+        )
     }
 }
 

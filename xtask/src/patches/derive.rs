@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::resolve::{resolve, Resolution};
 use super::{dir, export, number, scratch, series, BASE};
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 
 /// `cargo xtask patches --derive TREE`: the deltas that make `tree`'s
 /// committed series (`nginx-src-patches/TREE/`, edited by hand where the
@@ -26,7 +26,7 @@ use crate::workspace::{target_dir, Result};
 /// - the tree's other patches are added after the series.
 pub(super) fn derive(tree: &str) -> Result {
     if tree == BASE {
-        return Err(format!("{BASE} is the canonical series: nothing to derive"));
+        return err!("{BASE} is the canonical series: nothing to derive");
     }
     let (git, work, canonical, commits) = scratch(&dir(), &target_dir().join("patches"), tree)?;
     let own = series(&dir().join(tree))?;
@@ -46,10 +46,10 @@ pub(super) fn derive(tree: &str) -> Result {
             let i = unmatched.remove(0);
             plan.push((n, None, own[i].clone()));
         } else {
-            return Err(format!(
+            return err!(
                 "{tree}: its series has no patch for {} and none to put in its place",
                 canonical[c].display()
-            ));
+            );
         }
     }
     for (k, i) in unmatched.into_iter().enumerate() {
@@ -69,7 +69,7 @@ pub(super) fn derive(tree: &str) -> Result {
     git.run(&["checkout", "-q", "-B", "made", "tree"])?;
     let mut resolutions = Vec::new();
     let out = work.join("deltas");
-    fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    fs::create_dir_all(&out).at(&out)?;
     for ((n, carried, _), want) in plan.iter().zip(&wanted) {
         match carried {
             Some(c) => {
@@ -80,12 +80,12 @@ pub(super) fn derive(tree: &str) -> Result {
                 {
                     for f in git.lines(&["diff", "--name-only", "--diff-filter=U"])? {
                         let path = git.0.join(&f);
-                        let text = fs::read_to_string(&path).map_err(|e| format!("{f}: {e}"))?;
+                        let text = fs::read_to_string(&path).at(&path)?;
                         let wanted = git.output(&["show", &format!("{want}:{f}")])?;
                         let found = Resolution::find(&f, &text, &wanted)
                             .map_err(|e| format!("{tree}: patch {n}: {e}"))?;
                         let resolved = resolve(&f, &text, &found)?;
-                        fs::write(&path, resolved).map_err(|e| format!("{f}: {e}"))?;
+                        fs::write(&path, resolved).at(&path)?;
                         git.run(&["add", &f])?;
                         resolutions.extend(found);
                     }
@@ -110,7 +110,7 @@ pub(super) fn derive(tree: &str) -> Result {
                     let name = format!("{n}+{tree}.patch");
                     let made = export(&git, &work.join("fold"), "HEAD~1..HEAD")?;
                     let (_, bytes) = made.into_iter().next().ok_or("no fold exported")?;
-                    fs::write(out.join(&name), bytes).map_err(|e| format!("{name}: {e}"))?;
+                    fs::write(out.join(&name), bytes).at(out.join(&name))?;
                     git.run(&["reset", "-q", "--soft", "HEAD~2"])?;
                     git.run(&["commit", "-q", "--allow-empty", "-C", want])?;
                 }
@@ -120,13 +120,13 @@ pub(super) fn derive(tree: &str) -> Result {
                 let made = export(&git, &work.join("own"), "HEAD~1..HEAD")?;
                 let (name, bytes) = made.into_iter().next().ok_or("no patch exported")?;
                 let name = format!("{n}{}", &name[4..]);
-                fs::write(out.join(&name), bytes).map_err(|e| format!("{name}: {e}"))?;
+                fs::write(out.join(&name), bytes).at(out.join(&name))?;
             }
         }
     }
     if !resolutions.is_empty() {
         let text: String = resolutions.iter().map(Resolution::render).collect();
-        fs::write(out.join("resolutions"), text).map_err(|e| format!("resolutions: {e}"))?;
+        fs::write(out.join("resolutions"), text).at(out.join("resolutions"))?;
     }
     // A replacement another selector already gives (`deltas/1.28/` for
     // 1.28.0) stays there, not twice.
@@ -138,7 +138,7 @@ pub(super) fn derive(tree: &str) -> Result {
             .to_string_lossy()
             .into_owned();
         if !name.contains('+') && others.contains(&number(&p)) {
-            fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            fs::remove_file(&p).at(&p)?;
         }
     }
     let dest = dir().join("deltas").join(tree);
@@ -147,11 +147,7 @@ pub(super) fn derive(tree: &str) -> Result {
         crate::tree::copy_tree(&dest, &kept)?;
     }
     let _ = fs::remove_dir_all(&dest);
-    if fs::read_dir(&out)
-        .map_err(|e| e.to_string())?
-        .next()
-        .is_some()
-    {
+    if fs::read_dir(&out).at(&out)?.next().is_some() {
         crate::tree::copy_tree(&out, &dest)?;
     }
     // The deltas must make the series they were derived from again, or
@@ -171,11 +167,11 @@ pub(super) fn derive(tree: &str) -> Result {
         if kept.is_dir() {
             crate::tree::copy_tree(&kept, &dest)?;
         }
-        return Err(format!(
+        return err!(
             "{tree}: the deltas derived do not make its series again ({}); \
              deltas/{tree}/ is left as it was",
             differs.join(", ")
-        ));
+        );
     }
     eprintln!("xtask: patches: {tree}: deltas/{tree}/ derived from {tree}/");
     Ok(())
@@ -217,7 +213,7 @@ fn same_code(dir: &Path, made: &super::Series) -> bool {
 
 /// A patch's subject without its `[PATCH n/m]`.
 fn subject(patch: &Path) -> Result<String> {
-    let text = fs::read_to_string(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
+    let text = fs::read_to_string(patch).at(patch)?;
     let line = text
         .lines()
         .find_map(|l| l.strip_prefix("Subject: "))

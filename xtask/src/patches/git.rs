@@ -6,7 +6,7 @@ use std::process::Command;
 
 use super::resolve::{resolve, Resolution};
 use super::COMMITTER;
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// git in the scratch repository, with the fixed committer.
 pub(super) struct Git(pub(super) PathBuf);
@@ -63,20 +63,17 @@ impl Git {
 
     /// Runs git; its output on success, git's account on failure.
     pub(super) fn output(&self, args: &[&str]) -> Result<String> {
-        let out = self
-            .cmd(args)
-            .output()
-            .map_err(|e| format!("cannot run git: {e}"))?;
+        let out = self.cmd(args).output().running("git")?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(format!(
+            err!(
                 "git {} ({}) failed: {}{}",
                 args.join(" "),
                 self.0.display(),
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
-            ))
+            )
         }
     }
 
@@ -96,9 +93,9 @@ impl Git {
             .arg(tree.join("src"))
             .arg(&self.0)
             .status()
-            .map_err(|e| format!("cannot run cp: {e}"))?;
+            .running("cp")?;
         if !status.success() {
-            return Err(format!("cannot copy {}/src", tree.display()));
+            return err!("cannot copy {}/src", tree.display());
         }
         self.run(&["add", "-A", "src"])?;
         self.run(&["commit", "-q", "-m", name])?;
@@ -111,7 +108,7 @@ impl Git {
             let path = p.to_str().ok_or("a non-UTF-8 patch path")?;
             if let Err(e) = self.run(&["am", "-q", path]) {
                 let _ = self.run(&["am", "--abort"]);
-                return Err(format!("{} does not apply: {e}", p.display()));
+                return err!("{} does not apply: {e}", p.display());
             }
         }
         Ok(())
@@ -136,18 +133,18 @@ impl Git {
         // Not a conflict git marked in a file (a file the tree lacks, say):
         // git's own account.
         if unmerged.is_empty() {
-            return Err(format!(
+            return err!(
                 "{} does not carry over to {tree}: {picked}",
                 patch.display()
-            ));
+            );
         }
         let mut conflicts = Vec::new();
         for file in unmerged {
             let path = self.0.join(&file);
-            let text = fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))?;
+            let text = fs::read_to_string(&path).at(&path)?;
             match resolve(&file, &text, recorded) {
                 Ok(resolved) => {
-                    fs::write(&path, resolved).map_err(|e| format!("{file}: {e}"))?;
+                    fs::write(&path, resolved).at(&path)?;
                     self.run(&["add", &file])?;
                 }
                 Err(e) => conflicts.push(format!("{file}: {e}")),
@@ -158,7 +155,7 @@ impl Git {
         if conflicts.is_empty() {
             return self.run(&["commit", "-q", "--allow-empty", "-C", commit]);
         }
-        Err(format!(
+        err!(
             "{} does not carry over to {tree} by a three-way merge ({}). The \
              scratch repository is {}: edit nginx-src-patches/{tree}/ by hand to what \
              {tree} needs (the resolution there is a guide), then `cargo xtask patches \
@@ -166,16 +163,16 @@ impl Git {
             patch.display(),
             conflicts.join("; "),
             work.join("repo").display()
-        ))
+        )
     }
 
     /// Applies the delta `fold` to the last commit and folds it in, its
     /// message body appended to the commit's message.
     pub(super) fn fold(&self, fold: &Path, tree: &str, work: &Path) -> Result {
         let split = work.join("fold");
-        fs::create_dir_all(&split).map_err(|e| format!("{}: {e}", split.display()))?;
+        fs::create_dir_all(&split).at(&split)?;
         let (msg, diff) = (split.join("msg"), split.join("diff"));
-        let input = fs::File::open(fold).map_err(|e| format!("{}: {e}", fold.display()))?;
+        let input = fs::File::open(fold).at(fold)?;
         let status = self
             .cmd(&[
                 "mailinfo",
@@ -185,9 +182,9 @@ impl Git {
             .stdin(input)
             .stdout(std::process::Stdio::null())
             .status()
-            .map_err(|e| format!("cannot run git mailinfo: {e}"))?;
+            .running("git mailinfo")?;
         if !status.success() {
-            return Err(format!("{}: not a patch git can read", fold.display()));
+            return err!("{}: not a patch git can read", fold.display());
         }
         if fs::metadata(&diff).is_ok_and(|m| m.len() > 0) {
             let path = diff.to_str().ok_or("a non-UTF-8 path")?;
@@ -200,7 +197,7 @@ impl Git {
                 )
             })?;
         }
-        let body = fs::read_to_string(&msg).map_err(|e| format!("{}: {e}", msg.display()))?;
+        let body = fs::read_to_string(&msg).at(&msg)?;
         let message = self.output(&["log", "-1", "--format=%B"])?;
         let message = format!("{}\n\n{}\n", message.trim_end(), body.trim());
         self.run(&["commit", "-q", "--amend", "--allow-empty", "-m", &message])

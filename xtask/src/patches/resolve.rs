@@ -80,7 +80,7 @@ pub(super) fn resolve(file: &str, text: &str, recorded: &[Resolution]) -> Result
                     match merged.as_slice() {
                         [one] => one.clone(),
                         _ => {
-                            return Err(format!(
+                            return err!(
                                 "no recorded resolution for the conflict whose canonical \
                                  side begins {:?}{}",
                                 theirs.first().map_or("", String::as_str),
@@ -89,7 +89,7 @@ pub(super) fn resolve(file: &str, text: &str, recorded: &[Resolution]) -> Result
                                 } else {
                                     ""
                                 }
-                            ))
+                            )
                         }
                     }
                 }

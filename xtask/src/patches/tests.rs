@@ -35,7 +35,7 @@ fn a_conflict_is_resolved_as_recorded_and_only_so() {
     assert_eq!(Resolution::parse(&text).unwrap(), found);
     assert_eq!(resolve("f.c", CONFLICT, &found).unwrap(), wanted);
     // Another file, or another side, is another conflict.
-    let err = resolve("g.c", CONFLICT, &found).unwrap_err();
+    let err = resolve("g.c", CONFLICT, &found).unwrap_err().to_string();
     assert!(err.contains("\"theirs\""), "{err}");
     // Changed where the resolution changed it too: not resolved.
     let changed = CONFLICT.replace("theirs\nmore", "other\nmore");

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::download::remedies;
-use crate::workspace::{cargo, target_dir, Result};
+use crate::workspace::{cargo, target_dir, At, Result};
 
 /// The releases of the `nginx-src` crate, by the nginx they carry (the
 /// newest crate release for each): crates.io's index on 2026-12-02.
@@ -22,7 +22,7 @@ pub const CRATES: &[(&str, &str)] = &[
 /// its own cache, through a stub package that depends on exactly it.
 pub(super) fn from_crate(krate: &str) -> Result<(PathBuf, String)> {
     let stub = target_dir().join("nginx/crates").join(krate);
-    fs::create_dir_all(stub.join("src")).map_err(|e| format!("{}: {e}", stub.display()))?;
+    fs::create_dir_all(stub.join("src")).at(&stub)?;
     let plain = krate.split('+').next().unwrap_or(krate);
     fs::write(
         stub.join("Cargo.toml"),
@@ -31,21 +31,21 @@ pub(super) fn from_crate(krate: &str) -> Result<(PathBuf, String)> {
              publish = false\n\n[dependencies]\nnginx-src = \"={plain}\"\n\n[workspace]\n"
         ),
     )
-    .map_err(|e| e.to_string())?;
-    fs::write(stub.join("src/lib.rs"), "").map_err(|e| e.to_string())?;
+    .at(stub.join("Cargo.toml"))?;
+    fs::write(stub.join("src/lib.rs"), "").at(stub.join("src/lib.rs"))?;
     let out = cargo()
         .current_dir(&stub)
         .args(["metadata", "--format-version", "1"])
         .env_remove("CARGO_TARGET_DIR")
         .output()
-        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+        .running("cargo metadata")?;
     if !out.status.success() {
         let nginx = krate.rsplit('+').next().unwrap_or(krate);
-        return Err(format!(
+        return err!(
             "cargo could not fetch nginx-src {krate} (nginx {nginx}) from crates.io: {}\n{}",
             String::from_utf8_lossy(&out.stderr).trim(),
             remedies(&super::tarball_name(nginx))
-        ));
+        );
     }
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("cargo metadata printed no JSON: {e}"))?;

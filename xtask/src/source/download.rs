@@ -13,7 +13,7 @@ use super::mirror::MIRROR_ENV;
 use super::pgp::{self, release_keys};
 use super::trees::sha256;
 use super::{given_sha256, Options};
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 
 /// Where releases are downloaded from (default [`NGINX_ORG`]).
 pub const URL_ENV: &str = "GENERATION_RETRY_NGINX_URL";
@@ -41,7 +41,7 @@ pub fn cache_dir() -> PathBuf {
 pub(super) fn download_checked(url: &str, opts: &Options) -> Result<PathBuf> {
     let name = url.rsplit('/').next().unwrap_or(url);
     let dir = cache_dir().join("nginx");
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    fs::create_dir_all(&dir).at(&dir)?;
     let tarball = dir.join(name);
     if !tarball.is_file() {
         download(url, &tarball)?;
@@ -69,7 +69,7 @@ pub(super) fn download_checked(url: &str, opts: &Options) -> Result<PathBuf> {
 pub(super) fn signature_check(file: &Path, sig: &Path, opts: &Options) -> Result<String> {
     let keys = opts.keys.clone().unwrap_or_else(release_keys);
     let ring = target_dir().join(format!("nginx-keyring-{}.gpg", std::process::id()));
-    fs::create_dir_all(target_dir()).map_err(|e| e.to_string())?;
+    fs::create_dir_all(target_dir()).at(target_dir())?;
     pgp::keyring(&keys, &ring)?;
     let verdict = pgp::verify(&ring, sig, file);
     let _ = fs::remove_file(&ring);
@@ -131,11 +131,11 @@ pub(super) fn download(url: &str, dest: &Path) -> Result {
     if !out.status.success() {
         let _ = fs::remove_file(&part);
         let name = url.rsplit('/').next().unwrap_or(url);
-        return Err(format!(
+        return err!(
             "downloading {url} failed: {}\n{}",
             said_once(&String::from_utf8_lossy(&out.stderr)),
             remedies(name.trim_end_matches(".asc"))
-        ));
+        );
     }
-    fs::rename(&part, dest).map_err(|e| format!("{}: {e}", dest.display()))
+    fs::rename(&part, dest).at(dest)
 }

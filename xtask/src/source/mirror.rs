@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::download::signature_check;
 use super::trees::{sha256, unpack};
 use super::{tarball_name, Options};
-use crate::workspace::Result;
+use crate::workspace::{At, Result};
 
 /// The mirror directory's environment variable.
 pub const MIRROR_ENV: &str = "GENERATION_RETRY_NGINX_MIRROR";
@@ -86,6 +86,7 @@ pub(super) fn check_mirrored(path: &Path, opts: &Options) -> Result<String> {
                     "{e}; the mirror has no .asc signature for it either: refusing to build \
                      from an unchecked tarball"
                 )
+                .into()
             }
         });
     }
@@ -99,20 +100,20 @@ pub fn check_listed(sums: &Path, name: &str, path: &Path) -> Result<String> {
     if want == got {
         Ok(got)
     } else {
-        Err(format!(
+        err!(
             "{}: SHA-256 {got}, but {} says {want}; refusing to use it",
             path.display(),
             sums.display()
-        ))
+        )
     }
 }
 
 /// The SHA-256 a `SHA256SUMS` file (`sha256sum`'s output) gives `name`.
 pub fn listed_sha256(sums: &Path, name: &str) -> Result<String> {
-    let text = fs::read_to_string(sums).map_err(|e| format!("{}: {e}", sums.display()))?;
+    let text = fs::read_to_string(sums).at(sums)?;
     text.lines()
         .filter_map(|l| l.split_once(char::is_whitespace))
         .find(|(_, file)| file.trim().trim_start_matches('*') == name)
         .map(|(sum, _)| sum.to_string())
-        .ok_or(format!("{} lists no {name}", sums.display()))
+        .ok_or(format!("{} lists no {name}", sums.display()).into())
 }

@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::workspace::{root, Result};
+use crate::workspace::{root, At, Result};
 
 /// The nginx release signing keys kept in this repository.
 pub fn release_keys() -> PathBuf {
@@ -68,7 +68,7 @@ fn base64(s: &str) -> Result<Vec<u8>> {
             b'0'..=b'9' => c - b'0' + 52,
             b'+' => 62,
             b'/' => 63,
-            _ => return Err(format!("`{}` is not base64", c as char)),
+            _ => return err!("`{}` is not base64", c as char),
         };
         acc = (acc << 6) | u32::from(v);
         bits += 6;
@@ -99,21 +99,21 @@ fn crc24(data: &[u8]) -> u32 {
 pub fn keyring(dir: &Path, out: &Path) -> Result<usize> {
     let mut ring = Vec::new();
     let mut keys = 0;
-    let entries = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let entries = fs::read_dir(dir).at(dir)?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "asc"))
         .collect();
     paths.sort();
     for p in paths {
-        let text = fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let text = fs::read_to_string(&p).at(&p)?;
         ring.extend(dearmor(&text).map_err(|e| format!("{}: {e}", p.display()))?);
         keys += 1;
     }
     if keys == 0 {
-        return Err(format!("{}: no *.asc public key", dir.display()));
+        return err!("{}: no *.asc public key", dir.display());
     }
-    fs::write(out, ring).map_err(|e| format!("{}: {e}", out.display()))?;
+    fs::write(out, ring).at(out)?;
     Ok(keys)
 }
 
@@ -142,11 +142,11 @@ pub fn verify(ring: &Path, sig: &Path, file: &Path) -> Result<String> {
             .lines()
             .find(|l| l.starts_with(&format!("[GNUPG:] {bad} ")))
         {
-            return Err(format!(
+            return err!(
                 "{} is signed by a key that is revoked or a signature that has expired ({l}); \
                  refusing it",
                 file.display()
-            ));
+            );
         }
     }
     let valid = status.lines().find_map(|l| {
@@ -155,14 +155,14 @@ pub fn verify(ring: &Path, sig: &Path, file: &Path) -> Result<String> {
     });
     match valid {
         Some(fpr) if out.status.success() => Ok(fpr.to_string()),
-        _ => Err(format!(
+        _ => err!(
             "{} is not signed by {} (gpgv: {})",
             file.display(),
             sig.display(),
             String::from_utf8_lossy(&out.stderr)
                 .trim()
                 .replace('\n', "; ")
-        )),
+        ),
     }
 }
 
@@ -260,7 +260,7 @@ mod tests {
         assert_eq!(dearmor(&good).unwrap(), data);
         assert_eq!(dearmor(&format!("{good}{good}")).unwrap(), b"hellohello");
         let bad = block(&b64(&[0, 0, 0]));
-        assert!(dearmor(&bad).unwrap_err().contains("CRC-24"));
+        assert!(dearmor(&bad).unwrap_err().to_string().contains("CRC-24"));
         assert!(dearmor("no key here").is_err());
     }
 }

@@ -76,7 +76,7 @@ fn codebases_come_from_a_mirror_or_the_operator() {
     ));
     // `tengine-3.2` is no prefix of `tengine-3.2.0-...`'s name.
     assert!(mirrored(&forks, "tengine-3.2").is_none());
-    let err = obtain("tengine-3.1.0", &none).err().unwrap();
+    let err = obtain("tengine-3.1.0", &none).err().unwrap().to_string();
     assert!(
         err.contains("not an nginx.org release") && err.contains("--nginx-source"),
         "{err}"
@@ -97,7 +97,7 @@ fn a_mirrored_tarball_must_be_vouched_for() {
     let t = m.join("nginx-1.30.4.tar.gz");
     fs::write(&t, b"tarball").unwrap();
     let opts = Options::default();
-    let err = check_mirrored(&t, &opts).unwrap_err();
+    let err = check_mirrored(&t, &opts).unwrap_err().to_string();
     assert!(
         err.contains("no .asc signature") && err.contains("refusing"),
         "{err}"
@@ -110,7 +110,7 @@ fn a_mirrored_tarball_must_be_vouched_for() {
     .unwrap();
     assert_eq!(check_mirrored(&t, &opts).unwrap(), good);
     fs::write(&t, b"tarball, changed").unwrap();
-    let err = check_mirrored(&t, &opts).unwrap_err();
+    let err = check_mirrored(&t, &opts).unwrap_err().to_string();
     assert!(
         err.contains("but") && err.contains("refusing to use it"),
         "{err}"
@@ -119,7 +119,7 @@ fn a_mirrored_tarball_must_be_vouched_for() {
         sha256: Some("0".repeat(64)),
         ..Options::default()
     };
-    let err = given_sha256(&t, &good, &wrong).unwrap_err();
+    let err = given_sha256(&t, &good, &wrong).unwrap_err().to_string();
     assert!(err.contains("given with --sha256"), "{err}");
     let _ = fs::remove_dir_all(&m);
 }
@@ -163,6 +163,7 @@ fn the_version_is_read_from_nginx_h() {
     let _ = fs::remove_dir_all(&dir);
     assert!(tree_version(&dir)
         .unwrap_err()
+        .to_string()
         .contains("not an nginx source tree"));
 }
 
@@ -186,7 +187,9 @@ fn a_failed_download_names_the_other_ways_once() {
         "http://127.0.0.1:{}/download/nginx-1.29.9.tar.gz",
         closed_port()
     );
-    let err = download::download(&url, &dir.join("nginx-1.29.9.tar.gz")).unwrap_err();
+    let err = download::download(&url, &dir.join("nginx-1.29.9.tar.gz"))
+        .unwrap_err()
+        .to_string();
     for remedy in [
         "--nginx-source PATH",
         MIRROR_ENV,
@@ -218,7 +221,9 @@ fn curl_retrying_is_said_once() {
     let dir = std::env::temp_dir().join(format!("xtask-503-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
     let url = format!("http://127.0.0.1:{port}/download/nginx-1.29.9.tar.gz.asc");
-    let err = download::download(&url, &dir.join("sig")).unwrap_err();
+    let err = download::download(&url, &dir.join("sig"))
+        .unwrap_err()
+        .to_string();
     assert_eq!(err.matches("503").count(), 1, "{err}");
     assert!(err.contains("--nginx-source"), "{err}");
     // The tarball's name, not its signature's, is what to look for.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::tree::{files, fnv1a, is_build_output, run_quiet};
-use crate::workspace::{target_dir, Result};
+use crate::workspace::{target_dir, At, Result};
 
 /// What a tree is: `tengine-X.Y.Z` for Tengine (its `nginx.h` defines
 /// `TENGINE_VERSION`), `angie-X.Y.Z` for Angie (`angie.h`'s
@@ -47,7 +47,7 @@ pub fn tree_version(tree: &Path) -> Result<String> {
                 .and_then(|rest| rest.split('"').next())
         })
         .map(str::to_string)
-        .ok_or(format!("{} defines no NGINX_VERSION", header.display()))
+        .ok_or(format!("{} defines no NGINX_VERSION", header.display()).into())
 }
 
 /// `sha256sum FILE` (coreutils).
@@ -55,13 +55,13 @@ pub fn sha256(file: &Path) -> Result<String> {
     let out = Command::new("sha256sum")
         .arg(file)
         .output()
-        .map_err(|e| format!("cannot run sha256sum: {e}"))?;
+        .running("sha256sum")?;
     if !out.status.success() {
-        return Err(format!(
+        return err!(
             "sha256sum {}: {}",
             file.display(),
             String::from_utf8_lossy(&out.stderr)
-        ));
+        );
     }
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
@@ -79,7 +79,7 @@ pub(super) fn unpack(tarball: &Path, sha: &str) -> Result<PathBuf> {
         return Ok(dest);
     }
     let _ = fs::remove_dir_all(&dest);
-    fs::create_dir_all(&dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+    fs::create_dir_all(&dest).at(&dest)?;
     run_quiet(
         Command::new("tar")
             .arg("-xzf")
@@ -88,7 +88,7 @@ pub(super) fn unpack(tarball: &Path, sha: &str) -> Result<PathBuf> {
             .arg("-C")
             .arg(&dest),
     )?;
-    fs::write(&done, sha).map_err(|e| format!("{}: {e}", done.display()))?;
+    fs::write(&done, sha).at(&done)?;
     Ok(dest)
 }
 
@@ -98,7 +98,7 @@ pub(super) fn unpack(tarball: &Path, sha: &str) -> Result<PathBuf> {
 pub fn tree_identity(tree: &Path) -> Result<String> {
     let mut entries = Vec::new();
     for path in files(tree, &is_build_output)? {
-        let meta = fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let meta = fs::metadata(&path).at(&path)?;
         let mtime = meta
             .modified()
             .ok()

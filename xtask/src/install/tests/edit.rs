@@ -168,9 +168,9 @@ fn includes_nothing_missing(conf: &Path) -> crate::workspace::Result {
     for l in text.lines() {
         if let Some(file) = l.strip_prefix("include ").and_then(|f| f.strip_suffix(';')) {
             if !file.contains('*') && !Path::new(file).exists() {
-                return Err(format!(
-                    "open() \"{file}\" failed (2: No such file or directory)"
-                ));
+                return Err(
+                    format!("open() \"{file}\" failed (2: No such file or directory)").into(),
+                );
             }
         }
     }
@@ -237,7 +237,9 @@ fn a_failing_uninstall_puts_back_all_it_can() {
     fs::write(l.module(), "the module").unwrap();
     let blocked = l.snippet_dir().join(".generation-retry.conf.new");
     fs::create_dir_all(blocked.join("x")).unwrap();
-    let err = take_out(&l, || Err("nginx -t failed: unknown directive".into())).unwrap_err();
+    let err = take_out(&l, || Err("nginx -t failed: unknown directive".into()))
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("nginx -t failed: unknown directive")
             && err.contains("putting it back failed too")
@@ -251,7 +253,9 @@ fn a_failing_uninstall_puts_back_all_it_can() {
     // Unblocked: everything back, the snippet too.
     fs::remove_dir_all(&blocked).unwrap();
     fs::write(&l.snippet, l.snippet_text(false)).unwrap();
-    let err = take_out(&l, || Err("nginx -t failed".into())).unwrap_err();
+    let err = take_out(&l, || Err("nginx -t failed".into()))
+        .unwrap_err()
+        .to_string();
     assert!(err.ends_with("everything was put back as it was"), "{err}");
     assert_eq!(
         fs::read_to_string(&l.snippet).unwrap(),
