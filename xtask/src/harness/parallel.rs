@@ -443,7 +443,7 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
 /// on the strength of another's.
 fn verdict(b: &Binary, status: &Result<ExitStatus>, text: &str) -> Option<String> {
     match status {
-        Err(e) => return Some(e.clone()),
+        Err(e) => return Some(e.to_string()),
         Ok(s) if !s.success() => return Some(format!("exited with {s}")),
         Ok(_) if !b.suite => return None,
         Ok(_) => {}
@@ -501,16 +501,14 @@ fn run_captured(c: &mut Command) -> (Result<ExitStatus>, String) {
     });
     let (reader, mut child) = match spawned {
         Ok(r) => r,
-        Err(e) => return (Err(format!("cannot run {c:?}: {e}")), String::new()),
+        Err(e) => return (Err(e).running(format!("{c:?}")), String::new()),
     };
     // The child holds the writing ends now; ours must go for the end.
     c.stdout(Stdio::null()).stderr(Stdio::null());
     let mut bytes = Vec::new();
     let mut reader = BufReader::new(reader);
     let _ = reader.read_to_end(&mut bytes);
-    let status = child
-        .wait()
-        .map_err(|e| format!("cannot wait for {c:?}: {e}"));
+    let status = child.wait().running(format!("{c:?}"));
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 

@@ -183,7 +183,7 @@ fn a_job_killed_silent_or_running_nothing_fails() {
     assert_eq!(run("true").as_deref(), Some("printed no test result"));
     assert_eq!(run(&result(0)).as_deref(), Some("ran none of its 2 tests"));
     let e = run_captured(&mut Command::new("/nonexistent/suite")).0;
-    assert!(e.is_err_and(|e| e.contains("cannot run")));
+    assert!(e.is_err_and(|e| e.to_string().contains("cannot run")));
     // A unit-test binary may hold no test.
     let (status, text) = run_captured(Command::new("sh").args(["-c", &result(0)]));
     let unit = Binary {
