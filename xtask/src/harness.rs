@@ -178,9 +178,22 @@ pub struct Step {
     pub ended_at: f64,
     pub totals: TestTotals,
     pub ok: bool,
+    /// Why the step ran nothing, when that is not a failure (a user's
+    /// clone without nginx-tests): said in the table, never shown as ok.
+    pub not_run: Option<String>,
 }
 
 impl Step {
+    /// What the closing table says after the step's figures: nothing for
+    /// a step that passed, why for one that ran nothing, else `FAILED`.
+    pub fn verdict(&self) -> String {
+        match (&self.not_run, self.ok) {
+            (Some(why), _) => format!("  NOT RUN: {why}"),
+            (None, true) => String::new(),
+            (None, false) => "  FAILED".into(),
+        }
+    }
+
     /// A step that has not built or run anything yet (and so is not ok).
     pub fn new(what: String) -> Step {
         Step {
@@ -190,6 +203,7 @@ impl Step {
             ended_at: 0.0,
             totals: TestTotals::default(),
             ok: false,
+            not_run: None,
         }
     }
 
@@ -290,9 +304,22 @@ impl TestTotals {
 #[cfg(test)]
 mod tests {
     use super::{
-        matrix_tests, TestTotals, ANGIE_TESTS, MATRIX_TESTS, MATRIX_TESTS_NO_INSTALL, TENGINE_TESTS,
+        matrix_tests, Step, TestTotals, ANGIE_TESTS, MATRIX_TESTS, MATRIX_TESTS_NO_INSTALL,
+        TENGINE_TESTS,
     };
     use crate::versions::{Runs, CODEBASES, NEWEST};
+
+    /// A step that ran nothing is said as not run, never as passed
+    /// (issue 48, item 8: nginx-tests without a suite).
+    #[test]
+    fn a_step_that_ran_nothing_says_so() {
+        let mut s = Step::new("nginx-tests 1.28.0".into());
+        assert_eq!(s.verdict(), "  FAILED");
+        s.ok = true;
+        assert_eq!(s.verdict(), "");
+        s.not_run = Some("no nginx-tests".into());
+        assert_eq!(s.verdict(), "  NOT RUN: no nginx-tests");
+    }
 
     #[test]
     fn the_install_is_left_out_only_where_another_version_proves_its_path() {

@@ -55,7 +55,7 @@ pub fn command(sel: &Selection, extra: &[String]) -> Result {
             },
             s.totals.passed,
             s.totals.failed,
-            if s.ok { "" } else { "  FAILED" }
+            s.verdict()
         );
         if !s.totals.binaries.is_empty() {
             println!("nginx-test:     slowest: {}", slowest(&s.totals, 6));
