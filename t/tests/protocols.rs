@@ -12,12 +12,14 @@
 //! what nginx would not resend (`*_next_upstream off`, a POST once sent,
 //! `*_next_upstream_tries 1`) is not resent by the module either.
 //!
-//! FastCGI (`fastcgi_keep_conn on`), memcached, gRPC and HTTP/2 keep
+//! FastCGI (`fastcgi_keep_conn on`), memcached and HTTP/2 keep
 //! connections alive: the race is HTTP's (one re-resolving peer, the held
 //! request on a cached connection). uwsgi and SCGI do not: two peers, the
 //! re-resolving one and a static one, give the retry, and a fresh snapshot
-//! holds both, so hop 2 may be either. Then stream UDP, which nginx never
-//! retries, and nginx's HTTP/2 stale stream id.
+//! holds both, so hop 2 may be either. gRPC is raced with gRPC calls, which
+//! nginx does not resend once sent: through a failed connect (`grpc.rs`).
+//! Then stream UDP, which nginx never retries, and nginx's HTTP/2 stale
+//! stream id.
 
 use std::net::SocketAddr;
 
@@ -30,6 +32,7 @@ use generation_retry_t::scoring::metrics::{log, Counter, Protocol, StatusExt};
 use generation_retry_t::shared::UPSTREAM;
 use reqwest::Method;
 
+mod grpc;
 mod stale_stream;
 mod udp;
 
@@ -263,5 +266,4 @@ protocol!(fastcgi, Wire::FastCgi);
 protocol!(uwsgi, Wire::Uwsgi);
 protocol!(scgi, Wire::Scgi);
 protocol!(memcached, Wire::Memcached);
-protocol!(grpc, Wire::Grpc);
 protocol!(http2, Wire::Http2);

@@ -35,7 +35,7 @@ mod h2;
 mod wire;
 
 use wire::Reader;
-pub use wire::Wire;
+pub use wire::{grpc_message, Wire};
 
 /// The two addresses the DNS name alternates between.
 pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);

@@ -1,11 +1,16 @@
-//! Clients: single requests, and an open-loop constant-rate generator (like
-//! vegeta: requests leave on a fixed schedule whatever the responses do, so
-//! a slow or failing server cannot slow the load down and hide failures).
+//! Clients: single requests, gRPC calls ([`grpc_call`]), and an open-loop
+//! constant-rate generator (like vegeta: requests leave on a fixed schedule
+//! whatever the responses do, so a slow or failing server cannot slow the
+//! load down and hide failures).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
+
+mod grpc;
+
+pub use grpc::grpc_call;
 
 /// A response, or the transport error that replaced it.
 #[derive(Clone, Debug)]

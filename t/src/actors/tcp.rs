@@ -78,7 +78,12 @@ impl BlackHole {
     /// does not complete.
     pub async fn start() -> BlackHole {
         // Held for this process while the hole is closed (`nginx::ports`).
-        let addr = SocketAddr::from((HOLE, crate::nginx::free_port_at(HOLE)));
+        BlackHole::at(SocketAddr::from((HOLE, crate::nginx::free_port_at(HOLE)))).await
+    }
+
+    /// Opens on `addr`, an address of the test's own that no other process
+    /// listens on, and proves the fault.
+    pub async fn at(addr: SocketAddr) -> BlackHole {
         let mut hole = BlackHole { addr, open: None };
         hole.open().await;
         let attempt =
@@ -114,6 +119,41 @@ impl BlackHole {
     /// Closes: SYNs retransmitted from now on are refused.
     pub fn close(&mut self) {
         self.open = None;
+    }
+
+    /// Waits (bounded) until a connect to the hole hangs: a socket in
+    /// SYN-SENT towards it (`/proc/net/tcp`), which only a client that
+    /// tried it (nginx's connect) can hold: the filler is established.
+    pub async fn wait_connecting(&self, timeout: Duration) -> Result<(), String> {
+        let SocketAddr::V4(v4) = self.addr else {
+            unreachable!("IPv4 only")
+        };
+        // The kernel prints an address as its 32 bits in host order, the
+        // port as a number: `0C00007F:1F90` is 127.0.0.12:8080 on x86.
+        let remote = format!(
+            "{:08X}:{:04X}",
+            u32::from_ne_bytes(v4.ip().octets()),
+            v4.port()
+        );
+        const SYN_SENT: &str = "02";
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let table = std::fs::read_to_string("/proc/net/tcp").map_err(|e| e.to_string())?;
+            let pending = table.lines().skip(1).any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.get(2) == Some(&remote.as_str()) && f.get(3) == Some(&SYN_SENT)
+            });
+            if pending {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "no connect to {} pending within {timeout:?}",
+                    self.addr
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 }
 

@@ -5,10 +5,11 @@
 //! `spec` says what to start ([`Spec`], the configuration template);
 //! `lab` starts it and waits until nginx holds the name's address
 //! ([`Lab`]); `race` runs the scripted race and its kin on it ([`Race`]);
-//! `checks` holds a run to what it must show; `status` reads the module's
-//! status endpoint.
+//! `grpc` races gRPC calls ([`GrpcLab`]); `checks` holds a run to what it
+//! must show; `status` reads the module's status endpoint.
 
 mod checks;
+mod grpc;
 mod lab;
 mod race;
 mod spec;
@@ -16,6 +17,7 @@ mod status;
 #[cfg(test)]
 mod tests;
 
+pub use grpc::{GrpcLab, DEAD, GRPC_SERVERS};
 pub use lab::Lab;
 pub use race::Race;
 pub use spec::{

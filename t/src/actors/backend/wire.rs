@@ -139,7 +139,7 @@ impl Wire {
 }
 
 /// One gRPC message: uncompressed, a 4-byte big-endian length, the bytes.
-pub(super) fn grpc_message(payload: &[u8]) -> Vec<u8> {
+pub fn grpc_message(payload: &[u8]) -> Vec<u8> {
     let mut m = vec![0u8];
     let len = u32::try_from(payload.len()).expect("one gRPC message: 4 GiB");
     m.extend_from_slice(&len.to_be_bytes());
