@@ -39,7 +39,8 @@ counters! {
     Excluded,
     /// Peers a balancer gave after a re-snapshot whose address the request
     /// had already tried, passed on: the list has a single peer, which
-    /// nginx retries (it keeps no tried bitmap for one).
+    /// nginx retries after a cached connection failed (it keeps no tried
+    /// bitmap for one).
     Retried,
     /// Generation-busy selections that a re-snapshot turned into a peer.
     Rescued,

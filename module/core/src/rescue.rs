@@ -435,10 +435,14 @@ fn fresh_tries<B: Balancer>(b: &B, left: usize) -> usize {
 /// connection failed, is left alone: round-robin, and every balancer, which
 /// all fall back to it there, keeps no tried bitmap for a single peer, and
 /// nginx retries that peer then (a keepalive connection the server closed);
-/// so does the rule, and counts it (`Retried`). After any other failure
-/// nginx leaves a single peer no try, and the rule hands it back like any
-/// tried peer: a list that shrank to the address a request just timed out
-/// on is not sent the request again. Bounded by the list's size: a
+/// so does the rule, and counts it (`Retried`). After an attempt on a
+/// fresh connection nginx leaves a single peer no try, and the rule hands
+/// it back like any tried peer: a list that shrank to the address a
+/// request just failed on over a fresh connection is not sent the request
+/// again. (nginx's extra try needs a connection error as well: after a
+/// timeout or a 5xx on a cached connection the rule still passes the peer
+/// on, where nginx would not; the connection, not the error, is what the
+/// free the module wraps can see.) Bounded by the list's size: a
 /// balancer that keeps giving tried peers ends in `Busy` after as many
 /// selections as the list has peers, plus one.
 fn untried<B: Balancer>(

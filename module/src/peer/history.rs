@@ -12,8 +12,8 @@ use core::mem;
 use core::ptr;
 
 use ngx::ffi::{
-    ngx_cmp_sockaddr, ngx_palloc, ngx_peer_connection_t, ngx_pool_t, ngx_sockaddr_t, socklen_t,
-    NGX_OK,
+    ngx_cmp_sockaddr, ngx_palloc, ngx_peer_connection_t, ngx_pool_t, ngx_sockaddr_t, ngx_uint_t,
+    socklen_t, NGX_OK, NGX_PEER_FAILED,
 };
 
 /// One tried address, in the request pool.
@@ -80,21 +80,22 @@ impl History {
         self.holds_addr(pc.sockaddr, pc.socklen)
     }
 
-    /// Whether the attempt recorded last was on a cached (keepalive)
-    /// connection: nginx tries a single peer again only after such an
-    /// attempt failed.
+    /// Whether the attempt recorded last failed (not passed over) on a
+    /// cached (keepalive) connection: nginx tries a single peer again only
+    /// after such an attempt.
     pub(super) fn cached(&self) -> bool {
         self.cached
     }
 
-    /// Records `pc`'s current address, once, and whether its connection
-    /// was a cached one. Out of line: only a failed attempt gets here. A
+    /// Records `pc`'s current address, once, and whether it failed
+    /// (`state`) on a cached connection. Out of line: only a failed or
+    /// passed-over attempt gets here. A
     /// pool allocation failure loses the record, not the request: the
     /// address may then be tried again, as without the module.
     #[cold]
     #[inline(never)]
-    pub(super) fn record(&mut self, pc: &ngx_peer_connection_t) {
-        self.cached = pc.cached() != 0;
+    pub(super) fn record(&mut self, pc: &ngx_peer_connection_t, state: ngx_uint_t) {
+        self.cached = state & NGX_PEER_FAILED as ngx_uint_t != 0 && pc.cached() != 0;
         let len = pc.socklen as usize;
         if pc.sockaddr.is_null() || len == 0 || len > mem::size_of::<ngx_sockaddr_t>() {
             return;

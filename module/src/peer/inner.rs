@@ -150,7 +150,7 @@ unsafe extern "C" fn free_peer(
     let passed_over = state & (NGX_PEER_FAILED | NGX_PEER_NEXT) as ngx_uint_t;
     if passed_over != 0 {
         // SAFETY: as above; no other reference to *pc is alive here.
-        head.history.record(unsafe { &*pc });
+        head.history.record(unsafe { &*pc }, state);
     }
     head.inner.free(pc, state);
 }

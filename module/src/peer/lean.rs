@@ -232,7 +232,7 @@ unsafe extern "C" fn free_lean<P: Proto>(
     if passed_over != 0 {
         // SAFETY: the peer connection and inner data nginx passed; no
         // reference to either is alive.
-        unsafe { retried::<P>(pc, data) };
+        unsafe { retried::<P>(pc, data, state) };
     }
     if let Some(free) = free {
         // SAFETY: the inner free with its own data, on the peer connection
@@ -247,11 +247,11 @@ unsafe extern "C" fn free_lean<P: Proto>(
 /// As for [`take_full`].
 #[cold]
 #[inline(never)]
-unsafe fn retried<P: Proto>(pc: *mut ngx_peer_connection_t, data: *mut c_void) {
+unsafe fn retried<P: Proto>(pc: *mut ngx_peer_connection_t, data: *mut c_void, state: ngx_uint_t) {
     // SAFETY: per the contract.
     match unsafe { take_full::<P>(pc, data) } {
         // SAFETY: the PeerData just made; the peer connection is live.
-        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc) },
+        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc, state) },
         Err(why) => {
             // The address is not recorded (as when the pool cannot hold the
             // record); what is kept is that this was a retry.

@@ -1,5 +1,7 @@
 //! The one exception to the history rule: a list of one peer, whose peer
-//! is retried and counted as `retried`, not excluded.
+//! is retried after its cached connection failed and counted as
+//! `retried`, not excluded (after a fresh connection failed, it is
+//! excluded: `mid_selection::single_peer`).
 
 use std::time::{Duration, Instant};
 

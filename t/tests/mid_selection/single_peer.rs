@@ -51,8 +51,8 @@ enum First {
 }
 
 /// Worker 1 serves `/single` on a name of two addresses; its first attempt
-/// is held and closed by the backend, gdb stops the retry's round-robin
-/// selection, worker 0 applies the answer of the tried address alone, and
+/// is held and closed by the backend, gdb stops the retry as
+/// `ngx_http_upstream_connect` is called, worker 0 applies the answer of the tried address alone, and
 /// the retry goes on. Returns the response, its access log line, the
 /// address tried first and the run.
 async fn retry_after_a_shrink(fix: Fix, first: First) -> (Response, Entry, Ipv4Addr, Run) {
