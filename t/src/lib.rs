@@ -21,8 +21,9 @@
 //!
 //! Beside them: [`memcheck`] (nginx under valgrind; xtask compiles the file
 //! in too), [`fuzz`] (generated-input checks of the parsers, no nginx),
-//! [`rng`] (seeded draws) and [`shared`] (configuration pieces the layers
-//! write alike). The two functions below read the run's knobs.
+//! [`rng`] (seeded draws), [`shared`] (configuration pieces the layers
+//! write alike) and [`since`] (what nginx speaks from a version on;
+//! xtask compiles the file in too). The two functions below read the run's knobs.
 
 pub mod actors;
 pub mod fuzz;
@@ -32,6 +33,7 @@ pub mod rng;
 pub mod scenarios;
 pub mod scoring;
 pub mod shared;
+pub mod since;
 
 /// How many times a test repeats its scripted race: `default`, unless
 /// `GENERATION_RETRY_REPEATS` says otherwise (`cargo xtask nginx-test

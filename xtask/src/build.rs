@@ -30,11 +30,6 @@ use crate::workspace::{cargo, root, run, target_dir, version_dir, At, Result};
 pub const MODULE_PACKAGE: &str = "ngx_http_upstream_generation_retry_module";
 pub const MODULE_FILE: &str = "ngx_http_upstream_generation_retry_module.so";
 
-/// Builds the default version; returns its install directory.
-pub fn build() -> Result<PathBuf> {
-    build_version(DEFAULT, None).map(|built| built.install)
-}
-
 /// What a build made.
 #[derive(Clone)]
 pub struct Built {
@@ -169,6 +164,57 @@ fn build_from_source(version: &str, user: Option<&Path>) -> Result<Built> {
         install,
         source: src.tree,
     })
+}
+
+/// nginx's pool allocator in debug mode: every pool allocation a `malloc`
+/// of its own, so that valgrind sees an overrun of one, or a use after the
+/// pool's reset, which inside a pool block it cannot (nginx-acme builds
+/// its sanitizer nginx so). Only `src/core/ngx_palloc.c` reads it: no
+/// structure changes, the module built for the stock tree loads as it is.
+pub const MEMCHECK_CC_OPT: &str = "--with-cc-opt=-DNGX_DEBUG_PALLOC=1";
+
+/// The install `cargo xtask valgrind` runs, beside `built`'s:
+/// `target/nginx/VERSION/memcheck/`, its stock and patched nginx
+/// configured with [`FLAGS`] and [`MEMCHECK_CC_OPT`] (remade only when
+/// their inputs change), `built`'s modules copied in.
+pub fn memcheck_build(built: &Built) -> Result<PathBuf> {
+    let started = Instant::now();
+    let install = built.install.join("memcheck");
+    let mut flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
+    flags.push(MEMCHECK_CC_OPT.into());
+    let identity = built.source.to_string_lossy().into_owned();
+    let (tree, _, _) = nginx_tree(
+        &built.source,
+        &identity,
+        &install.join("stock-build"),
+        &flags,
+        &[],
+        Make::Binary,
+    )?;
+    let objs = tree.join("objs");
+    let stock = install.join("stock/sbin/nginx");
+    copy_if_changed(&objs.join(binary_name(&built.source)), &stock)?;
+    check_nginx(&stock, &built.version)?;
+    if built.install.join("patched/sbin/nginx").is_file() {
+        let from = StockTree {
+            source: &tree,
+            objs: &objs,
+        };
+        patched::build(&built.version, from, &identity, &flags, &install)?;
+    }
+    let modules = built.install.join("modules");
+    for f in files(&modules, &|n| n.starts_with('.'))? {
+        if let Some(name) = f.file_name() {
+            copy_if_changed(&f, &install.join("modules").join(name))?;
+        }
+    }
+    eprintln!(
+        "xtask: nginx {} with NGX_DEBUG_PALLOC: {} ({:.1} s)",
+        built.version,
+        install.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(install)
 }
 
 /// Where every module built against an nginx tree's objs (`NGINX_BUILD_DIR`)

@@ -70,6 +70,10 @@ mod source;
 mod suite;
 mod test_wrap;
 mod tree;
+// What nginx speaks from a version on, one source for the tests and for
+// the runner, which reports their tests as not run on an older nginx.
+#[path = "../../t/src/since.rs"]
+mod since;
 mod valgrind;
 mod versions;
 

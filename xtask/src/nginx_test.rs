@@ -425,7 +425,7 @@ fn test_step(
     if default && extra.is_empty() && only.is_none() {
         // Memory safety: a few race scenarios with nginx under memcheck
         // (the full set is `cargo xtask valgrind`).
-        if let Err(e) = valgrind::ci_subset(&built.install) {
+        if let Err(e) = valgrind::ci_subset(&built) {
             eprintln!("xtask: error: memcheck: {e}");
             step.ok = false;
         }

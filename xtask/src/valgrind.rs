@@ -1,7 +1,9 @@
 //! `cargo xtask valgrind`: the deterministic race scenarios (every balancer
 //! row, the module's race and behaviour tests, stock's and the patched
 //! nginx's races, HTTPS, stream) and a short lab, with every nginx under valgrind
-//! memcheck (`GENERATION_RETRY_VALGRIND`, see `t/src/memcheck.rs`), then one
+//! memcheck (`GENERATION_RETRY_VALGRIND`, see `t/src/memcheck.rs`), built
+//! with `NGX_DEBUG_PALLOC` (`build::memcheck_build`: every pool allocation
+//! of nginx's and the module's a block of its own to valgrind), then one
 //! summary over every memcheck log: processes checked, errors, definite
 //! leaks, by nginx flavor. Each log is read by the harness's own parser
 //! (`t/src/memcheck.rs`, compiled into xtask as `crate::memcheck`), the one
@@ -15,11 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::build;
+use crate::build::{self, Built};
 use crate::harness::parallel::{run_modules, Modules, JOBS_ENV};
 use crate::harness::{harness_command, suite_test, TestTotals};
 use crate::memcheck::{self, ENV};
-use crate::workspace::{run, target_dir, At, Result};
+use crate::workspace::{run, target_dir, At, Result, DEFAULT};
 
 /// The suite's modules of the full run (timing-dependent ones excluded: see
 /// docs/testing.md, "Memory safety").
@@ -59,10 +61,11 @@ const CI_FILTER: &[&str] = &[
 
 /// `cargo xtask valgrind [--ci]`.
 pub fn valgrind(ci: bool) -> Result {
-    let install_dir = build::build()?;
+    let built = build::build_version(DEFAULT, None)?;
     if ci {
-        return ci_subset(&install_dir);
+        return ci_subset(&built);
     }
+    let install_dir = build::memcheck_build(&built)?;
     let dir = log_dir()?;
     let started = Instant::now();
     gate(&install_dir, &dir)?;
@@ -80,7 +83,8 @@ pub fn valgrind(ci: bool) -> Result {
 }
 
 /// Two race scenarios and two balancer rows under memcheck.
-pub fn ci_subset(install_dir: &Path) -> Result {
+pub fn ci_subset(built: &Built) -> Result {
+    let install_dir = &build::memcheck_build(built)?;
     let dir = log_dir()?;
     let started = Instant::now();
     gate(install_dir, &dir)?;

@@ -39,16 +39,8 @@ pub fn version() -> (u32, u32, u32) {
         // -V: Angie's -v names only Angie; -V says the nginx inside too.
         let out = Command::new(&binary).arg("-V").output().expect("nginx -V");
         let said = String::from_utf8_lossy(&out.stderr);
-        let v: Vec<u32> = said
-            .split("nginx/")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .map(|v| v.split('.').filter_map(|p| p.parse().ok()).collect())
-            .unwrap_or_default();
-        match v.as_slice() {
-            [a, b, c] => (*a, *b, *c),
-            _ => panic!("{} -v: {said}", binary.display()),
-        }
+        crate::since::nginx_version(&said)
+            .unwrap_or_else(|| panic!("{} -V: {said}", binary.display()))
     })
 }
 

@@ -11,7 +11,7 @@ use generation_retry_t::nginx::Flavor;
 use generation_retry_t::scenarios::http::{GrpcLab, Lab, Spec};
 use generation_retry_t::scoring::errorlog::STALE_STREAM;
 
-use super::speaks;
+use super::assert_speaks;
 
 /// A retry on a fresh connection after a failed attempt on a cached one
 /// (no DNS change): `(status, error.log lines)` of `/plain/0`, checked to
@@ -52,9 +52,7 @@ async fn retry_on_a_fresh_connection(lab: &mut Lab) -> (u16, Vec<String>) {
 /// that opens a fresh connection meets this defect as any retry does. This
 /// fails once nginx is fixed; the patched nginx carries the fix.
 async fn stock_stale_stream_id(wire: Wire) {
-    if !speaks(wire) {
-        return;
-    }
+    assert_speaks(wire);
     let mut lab = Lab::start_spec(Spec::wire(Flavor::stock(), wire, "")).await;
     let (status, lines) = retry_on_a_fresh_connection(&mut lab).await;
     assert_eq!(status, 502, "{wire:?}: {lines:#?}");
@@ -67,38 +65,35 @@ async fn stock_stale_stream_id(wire: Wire) {
 
 /// The patched nginx sends the retry on stream 1: answered.
 async fn patched_stream_1(wire: Wire) {
-    if !speaks(wire) {
-        return;
-    }
+    assert_speaks(wire);
     let mut lab = Lab::start_spec(Spec::wire(Flavor::patched(), wire, "")).await;
     let (status, lines) = retry_on_a_fresh_connection(&mut lab).await;
     assert_eq!(status, 200, "{wire:?}: {lines:#?}");
     lab.finish();
 }
 
-/// Non-regression guard: stock nginx, without the module.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn stock_grpc_retry_on_a_fresh_connection_reuses_a_stale_stream_id() {
-    stock_stale_stream_id(Wire::Grpc).await
+macro_rules! stale_stream {
+    ($name:ident, $wire:expr) => {
+        mod $name {
+            use super::*;
+
+            /// Non-regression guard: stock nginx, without the module.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn stock_retry_on_a_fresh_connection_reuses_a_stale_stream_id() {
+                stock_stale_stream_id($wire).await
+            }
+
+            /// Non-regression guard: the patched nginx, without the module.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn patched_retry_on_a_fresh_connection_uses_stream_1() {
+                patched_stream_1($wire).await
+            }
+        }
+    };
 }
 
-/// Non-regression guard: stock nginx, without the module.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn stock_http2_retry_on_a_fresh_connection_reuses_a_stale_stream_id() {
-    stock_stale_stream_id(Wire::Http2).await
-}
-
-/// Non-regression guard: the patched nginx, without the module.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn patched_grpc_retry_on_a_fresh_connection_uses_stream_1() {
-    patched_stream_1(Wire::Grpc).await
-}
-
-/// Non-regression guard: the patched nginx, without the module.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn patched_http2_retry_on_a_fresh_connection_uses_stream_1() {
-    patched_stream_1(Wire::Http2).await
-}
+stale_stream!(grpc, Wire::Grpc);
+stale_stream!(http2, Wire::Http2);
 
 /// Non-regression guard: stock nginx, without the module: a real gRPC call
 /// (HTTP/2 `POST`, a message body nginx does not buffer) whose attempt on a

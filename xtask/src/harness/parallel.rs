@@ -25,7 +25,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 
 use super::{TestTotals, NO_TEST};
-use crate::workspace::{At, Result};
+use crate::since::{needed_by, nginx_version, show, Version};
+use crate::workspace::{version_dir, At, Result, DEFAULT};
 
 /// The binaries that run with no other test binary beside them, first
 /// (`--nginx all`'s builds at the idle scheduling class do: they take
@@ -92,6 +93,9 @@ pub struct Binary {
     pub suite: bool,
     /// A suite's module: the full names of its tests, run `--exact`.
     pub exact: Vec<String>,
+    /// A suite's module: its tests of a protocol the nginx under test does
+    /// not speak ([`crate::since`]), each reported as not run, why said.
+    pub not_run: Vec<String>,
 }
 
 /// The test binaries of cargo's `--message-format=json` output.
@@ -125,6 +129,7 @@ pub fn binaries(json: &str) -> Result<Vec<Binary>> {
             dir,
             suite: is_test,
             exact: Vec::new(),
+            not_run: Vec::new(),
         });
     }
     Ok(found)
@@ -259,14 +264,42 @@ fn module_of(test: &str) -> Option<&str> {
     test.split_once("::").map(|(m, _)| m)
 }
 
+/// The version of the nginx `cmd`'s tests run against (its
+/// `GENERATION_RETRY_NGINX_DIR`, else ours, else the default version's
+/// install), by its `nginx -V`; none where there is no nginx to ask (a
+/// test needing one fails on its own there).
+fn nginx_under_test(cmd: &Command) -> Option<Version> {
+    let set = cmd
+        .get_envs()
+        .find(|(k, _)| *k == NGINX_DIR)
+        .and_then(|(_, v)| v.map(PathBuf::from));
+    let dir = set
+        .or_else(|| std::env::var_os(NGINX_DIR).map(PathBuf::from))
+        .unwrap_or_else(|| version_dir(DEFAULT));
+    installed_version(&dir)
+}
+
+/// The version of the stock nginx installed in `dir` (`target/nginx/V`).
+pub fn installed_version(dir: &std::path::Path) -> Option<Version> {
+    let out = Command::new(dir.join("stock/sbin/nginx"))
+        .arg("-V")
+        .output()
+        .ok()?;
+    nginx_version(&String::from_utf8_lossy(&out.stderr))
+}
+
+const NGINX_DIR: &str = "GENERATION_RETRY_NGINX_DIR";
+
 /// The jobs of `all`: a unit-test binary whole, a suite one per module
-/// `modules` runs, with its tests `pick` selects (none: no job).
+/// `modules` runs, with its tests `pick` selects (none: no job); a test
+/// needing a newer nginx than `nginx` ([`crate::since`]) is not run.
 fn jobs_of(
     all: Vec<Binary>,
     cmd: &Command,
     pick: &[String],
     modules: Modules,
     strict: bool,
+    nginx: Option<Version>,
 ) -> Result<Vec<Binary>> {
     let mut jobs = Vec::new();
     for b in all {
@@ -292,7 +325,7 @@ fn jobs_of(
             list(&b, cmd, pick)?
         };
         let package = b.dir.file_name().map(|d| d.to_string_lossy().into_owned());
-        let mut by_module: Vec<(String, Vec<String>)> = Vec::new();
+        let mut by_module: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
         for t in picked {
             let Some(m) = module_of(&t) else {
                 return err!(
@@ -303,15 +336,27 @@ fn jobs_of(
             if !modules.runs(m) {
                 continue;
             }
-            match by_module.iter_mut().find(|(n, _)| n == m) {
-                Some((_, tests)) => tests.push(t),
-                None => by_module.push((m.to_string(), vec![t])),
+            let i = match by_module.iter().position(|(n, _, _)| n == m) {
+                Some(i) => i,
+                None => {
+                    by_module.push((m.to_string(), Vec::new(), Vec::new()));
+                    by_module.len() - 1
+                }
+            };
+            let needs = needed_by(&t);
+            match nginx.filter(|v| *v < needs) {
+                Some(v) => by_module[i].2.push(format!(
+                    "test {t} ... not run: needs nginx {}, this is {}",
+                    show(needs),
+                    show(v)
+                )),
+                None => by_module[i].1.push(t),
             }
         }
         let unrun: Vec<&&str> = modules
             .named()
             .iter()
-            .filter(|m| !by_module.iter().any(|(n, _)| n == **m))
+            .filter(|m| !by_module.iter().any(|(n, _, _)| n == **m))
             .collect();
         if strict && matches!(modules, Modules::Only(_)) && !unrun.is_empty() {
             return err!(
@@ -319,11 +364,12 @@ fn jobs_of(
                 b.exe.display()
             );
         }
-        for (m, tests) in by_module {
+        for (m, exact, not_run) in by_module {
             jobs.push(Binary {
                 shown: format!("{}/{m}", package.as_deref().unwrap_or("?")),
                 name: m,
-                exact: tests,
+                exact,
+                not_run,
                 ..b.clone()
             });
         }
@@ -358,7 +404,8 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
         return err!("tests did not build: {}", out.status);
     }
     let all = binaries(&String::from_utf8_lossy(&out.stdout))?;
-    let all = jobs_of(all, cmd, &pick, stages.modules, stages.strict)?;
+    let nginx = nginx_under_test(cmd);
+    let all = jobs_of(all, cmd, &pick, stages.modules, stages.strict, nginx)?;
     let (alone, rest): (Vec<Binary>, Vec<Binary>) = all
         .into_iter()
         .partition(|b| ALONE.contains(&b.name.as_str()));
@@ -370,26 +417,24 @@ pub fn run_tests_staged(cmd: &Command, total: &mut TestTotals, stages: Stages) -
     let failed = Mutex::new(Vec::new());
     let shared = Mutex::new(std::mem::take(total));
     let run_one = |b: &Binary| {
-        let mut c = Command::new(&b.exe);
-        if b.suite {
-            c.args(&flags).arg("--exact").args(&b.exact);
-        } else {
-            c.args(test_args);
-        }
-        c.current_dir(&b.dir);
-        c.args(test_threads(&b.name, test_args));
-        copy_env(cmd, &mut c);
-        let (status, text) = run_captured(&mut c);
+        // Never a bare `--exact`, which would run every test: a module
+        // whose every test was left out runs nothing, and fails nothing.
+        let ran = (!b.suite || !b.exact.is_empty()).then(|| run_binary(b, &flags, test_args, cmd));
+        let text = ran.as_ref().map_or("", |(_, text)| text.as_str());
         // One binary's output at a time, whole.
         let mut t = shared.lock().unwrap_or_else(|e| e.into_inner());
         let head = format!("     Running {} ({})", b.shown, b.exe.display());
         println!("\n{head}");
         t.add(&head);
-        for line in text.lines() {
+        for line in text.lines().chain(b.not_run.iter().map(String::as_str)) {
             println!("{line}");
             t.add(line);
         }
-        if let Some(why) = verdict(b, &status, &text) {
+        t.ignored += b.not_run.len() as u64;
+        if let Some(why) = ran
+            .as_ref()
+            .and_then(|(status, text)| verdict(b, status, text))
+        {
             println!("xtask: {}: {why}", b.shown);
             failed
                 .lock()
@@ -455,6 +500,26 @@ fn verdict(b: &Binary, status: &Result<ExitStatus>, text: &str) -> Option<String
     }
     (t.passed + t.failed + t.ignored == 0)
         .then(|| format!("ran none of its {} tests", b.exact.len()))
+}
+
+/// Runs one job: a unit-test binary with `test_args`, a suite's module
+/// `--exact` its tests with `flags`; how it ended and what it wrote.
+fn run_binary(
+    b: &Binary,
+    flags: &[String],
+    test_args: &[String],
+    cmd: &Command,
+) -> (Result<ExitStatus>, String) {
+    let mut c = Command::new(&b.exe);
+    if b.suite {
+        c.args(flags).arg("--exact").args(&b.exact);
+    } else {
+        c.args(test_args);
+    }
+    c.current_dir(&b.dir);
+    c.args(test_threads(&b.name, test_args));
+    copy_env(cmd, &mut c);
+    run_captured(&mut c)
 }
 
 /// How long each binary took when it last ran in this process (`--nginx

@@ -26,8 +26,8 @@ pub enum Wire {
     /// `grpc_pass`: HTTP/2 (h2c), a length-prefixed message and a
     /// `grpc-status` trailer; keepalive.
     Grpc,
-    /// `proxy_pass` with `proxy_http_version 2` (nginx 1.29.4 and later):
-    /// HTTP/2 (h2c); keepalive.
+    /// `proxy_pass` with `proxy_http_version 2` (from the version
+    /// [`crate::since`] names): HTTP/2 (h2c); keepalive.
     Http2,
 }
 
@@ -52,12 +52,9 @@ impl Wire {
         }
     }
 
-    /// The first nginx version that speaks it.
+    /// The first nginx version that speaks it ([`crate::since`]).
     pub fn since(self) -> (u32, u32, u32) {
-        match self {
-            Wire::Http2 => (1, 29, 4),
-            _ => (0, 0, 0),
-        }
+        crate::since::since(self.name())
     }
 
     /// Whether it is HTTP/2, served by [`super::h2`].

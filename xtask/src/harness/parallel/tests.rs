@@ -32,6 +32,7 @@ fn binaries_seen_run_longest_first_and_the_unseen_before_them() {
         dir: PathBuf::new(),
         suite: false,
         exact: Vec::new(),
+        not_run: Vec::new(),
     };
     remember(&[
         ("tests/quick.rs".into(), 1.0),
@@ -88,6 +89,7 @@ fn fake_suite(dir: &std::path::Path) -> Binary {
         dir: dir.to_path_buf(),
         suite: true,
         exact: Vec::new(),
+        not_run: Vec::new(),
     }
 }
 
@@ -97,7 +99,7 @@ fn a_suite_runs_as_one_job_per_module_and_a_selection_it_lacks_fails() {
     std::fs::create_dir_all(&dir).unwrap();
     let b = fake_suite(&dir);
     let cmd = Command::new("true");
-    let jobs = jobs_of(vec![b.clone()], &cmd, &[], Modules::All, true).unwrap();
+    let jobs = jobs_of(vec![b.clone()], &cmd, &[], Modules::All, true, None).unwrap();
     let got: Vec<(&str, &str, Vec<String>)> = jobs
         .iter()
         .map(|j| (j.name.as_str(), j.shown.as_str(), j.exact.clone()))
@@ -119,25 +121,48 @@ fn a_suite_runs_as_one_job_per_module_and_a_selection_it_lacks_fails() {
         ]
     );
     // `race` only, though `race::` is a part of `module_race::on`.
-    let only = jobs_of(vec![b.clone()], &cmd, &[], Modules::Only(&["race"]), true).unwrap();
+    let only = jobs_of(
+        vec![b.clone()],
+        &cmd,
+        &[],
+        Modules::Only(&["race"]),
+        true,
+        None,
+    )
+    .unwrap();
     assert_eq!(only.len(), 1);
     assert_eq!(only[0].exact, ["race::stock", "race::on"]);
-    let but = jobs_of(vec![b.clone()], &cmd, &[], Modules::AllBut(&["race"]), true).unwrap();
+    let but = jobs_of(
+        vec![b.clone()],
+        &cmd,
+        &[],
+        Modules::AllBut(&["race"]),
+        true,
+        None,
+    )
+    .unwrap();
     assert_eq!(but.len(), 1);
     assert_eq!(but[0].name, "module_race");
     // A module the suite lacks is an error, not a module left out.
-    let e = jobs_of(vec![b.clone()], &cmd, &[], Modules::Only(&["gone"]), false)
-        .unwrap_err()
-        .to_string();
+    let e = jobs_of(
+        vec![b.clone()],
+        &cmd,
+        &[],
+        Modules::Only(&["gone"]),
+        false,
+        None,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("gone"), "{e}");
     // A module the filters leave empty: an error where it must run.
     let pick = ["stock".to_string()];
     let only = Modules::Only(&["race", "module_race"]);
-    let e = jobs_of(vec![b.clone()], &cmd, &pick, only, true)
+    let e = jobs_of(vec![b.clone()], &cmd, &pick, only, true, None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("module_race"), "{e}");
-    let narrowed = jobs_of(vec![b], &cmd, &pick, only, false).unwrap();
+    let narrowed = jobs_of(vec![b], &cmd, &pick, only, false, None).unwrap();
     assert_eq!(narrowed.len(), 1);
     assert_eq!(narrowed[0].exact, ["race::stock"]);
     let _ = std::fs::remove_dir_all(&dir);
@@ -167,6 +192,7 @@ fn a_job_killed_silent_or_running_nothing_fails() {
         dir: PathBuf::new(),
         suite: true,
         exact: vec!["race::x".into(); exact],
+        not_run: Vec::new(),
     };
     let run = |script: &str| {
         let (status, text) = run_captured(Command::new("sh").args(["-c", script]));
@@ -191,4 +217,40 @@ fn a_job_killed_silent_or_running_nothing_fails() {
         ..job(0)
     };
     assert_eq!(verdict(&unit, &status, &text), None);
+}
+
+/// A test of a protocol the nginx under test does not speak is not run
+/// but reported, by the version `crate::since` says it needs.
+#[test]
+fn a_test_of_a_protocol_the_nginx_does_not_speak_is_reported_not_run() {
+    let dir = std::env::temp_dir().join(format!("xtask-since-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let b = fake_suite(&dir);
+    std::fs::write(
+        &b.exe,
+        "#!/bin/sh\nprintf 'protocols::grpc::on: test\\nprotocols::http2::on: test\\n'\n",
+    )
+    .unwrap();
+    let cmd = Command::new("true");
+    let needs = crate::since::since("http2");
+    let older = (needs.0, needs.1, needs.2 - 1);
+    let jobs = jobs_of(vec![b.clone()], &cmd, &[], Modules::All, true, Some(older)).unwrap();
+    assert_eq!(jobs[0].exact, ["protocols::grpc::on"]);
+    assert_eq!(
+        jobs[0].not_run,
+        [format!(
+            "test protocols::http2::on ... not run: needs nginx {}, this is {}",
+            crate::since::show(needs),
+            crate::since::show(older)
+        )]
+    );
+    for nginx in [Some(needs), None] {
+        let jobs = jobs_of(vec![b.clone()], &cmd, &[], Modules::All, true, nginx).unwrap();
+        assert_eq!(
+            jobs[0].exact,
+            ["protocols::grpc::on", "protocols::http2::on"]
+        );
+        assert!(jobs[0].not_run.is_empty());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
