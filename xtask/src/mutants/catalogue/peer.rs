@@ -122,7 +122,7 @@ pub(super) const HISTORY_IGNORED: Mutant = Mutant {
 pub(super) const HISTORY_NOT_RECORDED: Mutant = Mutant {
     name: "history-not-recorded",
     file: INNER,
-    find: "        head.history.record(unsafe { &*pc });\n",
+    find: "        head.history.record(unsafe { &*pc }, state);\n",
     replace: "        let _ = unsafe { &*pc };\n",
     tests: &[("history", "every_balancer::least_conn"), STREAM_HISTORY],
     core: false,
@@ -133,7 +133,7 @@ pub(super) const HISTORY_NOT_RECORDED: Mutant = Mutant {
 pub(super) const LEAN_HISTORY_NOT_RECORDED: Mutant = Mutant {
     name: "lean-history-not-recorded",
     file: LEAN,
-    find: "        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc) },\n",
+    find: "        Ok((pd, _, _)) => unsafe { (*pd).head.history.record(&*pc, state) },\n",
     replace: "        Ok((pd, _, _)) => {\n            let _ = pd;\n        }\n",
     tests: &[("history", "every_balancer::round_robin")],
     core: false,
