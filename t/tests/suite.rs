@@ -17,6 +17,7 @@ mod debian;
 mod diagnose;
 mod diagnose_mixed;
 mod directive;
+mod dns_records;
 mod dist;
 mod empty_list;
 mod external;

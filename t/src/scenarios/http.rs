@@ -17,7 +17,7 @@ mod status;
 mod tests;
 
 pub use lab::Lab;
-pub use race::Race;
+pub use race::{Flip, Race};
 pub use spec::{
     patched_rescue_line, Ready, Spec, NAME, PROXY_HTTP, SINGLE_PEER_SERVERS, TWO_PEERS_SERVERS,
 };
