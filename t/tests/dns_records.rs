@@ -55,9 +55,16 @@ struct Row {
 }
 
 const SRV_SERVER: &str = "server app.test service=http resolve max_fails=0;";
-const NAME_SERVER: &str = "server app.test resolve max_fails=0;";
+const NAME_SERVER: &str = "server app.test:${BPORT} resolve max_fails=0;";
 
-/// The targets' A records and the SRV answer `(priority, target)`.
+/// The targets' A records and the SRV answer ([`srv`]).
+fn targets_and_srv(port: u16, targets: &[(u16, &str)]) -> Vec<(String, Answer)> {
+    let mut out = vec![a(A, ADDR_A), a(B, ADDR_B), a(C, ADDR_C)];
+    out.extend(srv(port, targets));
+    out
+}
+
+/// The SRV answer, `(priority, target)` each.
 fn srv(port: u16, targets: &[(u16, &str)]) -> Vec<(String, Answer)> {
     let records = targets
         .iter()
@@ -68,9 +75,7 @@ fn srv(port: u16, targets: &[(u16, &str)]) -> Vec<(String, Answer)> {
             target: target.into(),
         })
         .collect();
-    let mut out = vec![a(A, ADDR_A), a(B, ADDR_B), a(C, ADDR_C)];
-    out.push((SRV_NAME.into(), Answer::Srv(records)));
-    out
+    vec![(SRV_NAME.into(), Answer::Srv(records))]
 }
 
 fn a(name: &str, ip: Ipv4Addr) -> (String, Answer) {
@@ -93,20 +98,20 @@ const SRV_ADDRESS_MOVES: Row = Row {
     server: SRV_SERVER,
     ipv6: false,
     keepalive: true,
-    records: |port| srv(port, &[(1, A)]),
+    records: |port| targets_and_srv(port, &[(1, A)]),
     flip: |_, _| to(vec![a(A, ADDR_B)], ADDR_B, &[ADDR_B]),
 };
 
 /// The SRV answer names another target.
 const SRV_TARGET_MOVES: Row = Row {
-    records: |port| srv(port, &[(1, A)]),
+    records: |port| targets_and_srv(port, &[(1, A)]),
     flip: |port, _| to(srv(port, &[(1, B)]), ADDR_B, &[ADDR_B]),
     ..SRV_ADDRESS_MOVES
 };
 
 /// The primary target changes; the lower-priority one stays a backup.
 const SRV_PRIMARY_MOVES: Row = Row {
-    records: |port| srv(port, &[(1, A), (2, C)]),
+    records: |port| targets_and_srv(port, &[(1, A), (2, C)]),
     flip: |port, _| to(srv(port, &[(1, B), (2, C)]), ADDR_B, &[ADDR_B]),
     ..SRV_ADDRESS_MOVES
 };
@@ -114,7 +119,7 @@ const SRV_PRIMARY_MOVES: Row = Row {
 /// The priorities swap: the target tried becomes the backup, the backup
 /// the primary.
 const SRV_TRIED_TO_BACKUP: Row = Row {
-    records: |port| srv(port, &[(1, A), (2, C)]),
+    records: |port| targets_and_srv(port, &[(1, A), (2, C)]),
     flip: |port, _| to(srv(port, &[(2, A), (1, C)]), ADDR_C, &[ADDR_C]),
     ..SRV_ADDRESS_MOVES
 };
