@@ -157,7 +157,11 @@ impl Row {
         } else {
             Spec::two_peers(flavor, "", extra)
         };
-        let keepalive = if self.keepalive { "\n        keepalive 16;" } else { "" };
+        let keepalive = if self.keepalive {
+            "\n        keepalive 16;"
+        } else {
+            ""
+        };
         let spec = Spec {
             servers: format!("{}{keepalive}", self.server),
             records: self.records,

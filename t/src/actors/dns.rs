@@ -332,7 +332,11 @@ impl DnsServer {
     /// Waits until a query for any name made after `since` was answered
     /// with at least one address (A or AAAA: a name's or an SRV target's),
     /// and that answer sent; returns that query.
-    pub async fn wait_any_address(&self, since: Instant, timeout: Duration) -> Result<Query, String> {
+    pub async fn wait_any_address(
+        &self,
+        since: Instant,
+        timeout: Duration,
+    ) -> Result<Query, String> {
         let address = |a: &Answer| match a {
             Answer::A(ips) => !ips.is_empty(),
             Answer::Aaaa(ips) => !ips.is_empty(),
@@ -356,15 +360,9 @@ impl DnsServer {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.state.changed.notified();
-            if let Some(q) = self
-                .log()
-                .into_iter()
-                .find(|q| {
-                    q.at >= since
-                        && name.as_ref().is_none_or(|n| *n == q.name)
-                        && answered(&q.answer)
-                })
-            {
+            if let Some(q) = self.log().into_iter().find(|q| {
+                q.at >= since && name.as_ref().is_none_or(|n| *n == q.name) && answered(&q.answer)
+            }) {
                 self.flush().await;
                 return Ok(q);
             }

@@ -61,7 +61,11 @@ impl Lab {
 
     /// The GSLB's flip: [`NAME`]'s one A record to the other address.
     fn flip_name(&self) -> impl FnOnce(Ipv4Addr) -> Flip {
-        let new = if self.current == ADDR_A { ADDR_B } else { ADDR_A };
+        let new = if self.current == ADDR_A {
+            ADDR_B
+        } else {
+            ADDR_A
+        };
         move |_| Flip {
             records: vec![(NAME.to_string(), Answer::A(vec![new]))],
             new,
