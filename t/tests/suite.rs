@@ -18,6 +18,7 @@ mod diagnose;
 mod diagnose_mixed;
 mod directive;
 mod dist;
+mod dns_records;
 mod empty_list;
 mod external;
 mod fuzz;

@@ -25,6 +25,9 @@ pub const MATRIX_TESTS: &[&str] = &[
     "patched",
     // The same race through FastCGI, uwsgi, SCGI, memcached and gRPC.
     "protocols",
+    // And under SRV records (primary and backup targets), AAAA records
+    // and a changing set of addresses.
+    "dns_records",
     "balancers",
     "directive",
     "module_behaviour",
@@ -49,7 +52,8 @@ pub const MATRIX_TESTS: &[&str] = &[
     "install",
 ];
 
-/// Tengine's: the races, http (through every protocol) and stream (stock
+/// Tengine's: the races, http (through every protocol and under SRV and
+/// AAAA records) and stream (stock
 /// fails, `on` rescues, `off` counts, patched rescues), the directive matrix, and the empty list, where stock Tengine
 /// 3.2.0's worker crashes (proven, so that Tengine's fix is noticed) and
 /// the patched one refuses. The rest of [`MATRIX_TESTS`] sends requests
@@ -62,15 +66,23 @@ pub const TENGINE_TESTS: &[&str] = &[
     "stream",
     "patched",
     "protocols",
+    "dns_records",
     "directive",
     "empty_list",
 ];
 
 /// Angie's: no module builds for it (`angie.rs` checks why), so the
 /// races of stock Angie and of the patched one, http (through every
-/// protocol) and stream (the module's tests are skipped by name, said out
+/// protocol, under SRV and AAAA records) and stream (the module's tests are skipped by name, said out
 /// loud).
-pub const ANGIE_TESTS: &[&str] = &["race", "patched", "stream", "protocols", "angie"];
+pub const ANGIE_TESTS: &[&str] = &[
+    "race",
+    "patched",
+    "stream",
+    "protocols",
+    "dns_records",
+    "angie",
+];
 
 /// Modules the whole suite leaves out: `angie` tests Angie itself (it
 /// fails on any other nginx), so it runs only where a selection names it

@@ -2,17 +2,21 @@
 //! hickory-server, whose answers the test replaces at run time.
 //!
 //! Each name has one [`Answer`]; setting a name replaces its whole answer
-//! (a GSLB swapping its single A record), never adds to it. Every query is
+//! (a GSLB swapping its single A record), never adds to it. A name may
+//! answer A, AAAA or SRV records (`server NAME service=... resolve`: the
+//! SRV name `_SERVICE._tcp.NAME` and an A answer per target); a query of
+//! another type is told NOERROR with no record. Every query is
 //! logged with the answer given, so a test can wait until nginx has asked
 //! and received a given address instead of sleeping.
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hickory_server::proto::op::{Metadata, ResponseCode};
-use hickory_server::proto::rr::{rdata::A, Name, RData, Record, RecordType};
+use hickory_server::proto::rr::rdata::{A, AAAA, SRV};
+use hickory_server::proto::rr::{Name, RData, Record, RecordType};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponseBuilder;
 use hickory_server::Server;
@@ -24,6 +28,10 @@ use tokio::sync::Notify;
 pub enum Answer {
     /// NOERROR with these A records (one record: the GSLB case).
     A(Vec<Ipv4Addr>),
+    /// NOERROR with these AAAA records (`resolver ... ipv6=on`).
+    Aaaa(Vec<Ipv6Addr>),
+    /// NOERROR with these SRV records.
+    Srv(Vec<Srv>),
     /// NXDOMAIN: nginx empties the peer list.
     NxDomain,
     /// SERVFAIL: nginx keeps the old peers.
@@ -40,6 +48,18 @@ impl Answer {
     pub fn rotate(ips: &[Ipv4Addr]) -> Answer {
         Answer::Cycle(ips.iter().map(|ip| Answer::A(vec![*ip])).collect())
     }
+}
+
+/// One SRV record: nginx puts the targets of the lowest `priority` in
+/// the upstream's primary list and the rest in its backup list, each at
+/// its own `port`, weighted by `weight`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Srv {
+    pub priority: u16,
+    pub weight: u16,
+    pub port: u16,
+    /// A name this server answers too (its A or AAAA records).
+    pub target: String,
 }
 
 /// One query and what it was told.
@@ -113,10 +133,23 @@ impl RequestHandler for Handler {
                 .iter()
                 .map(|ip| Record::from_rdata(name.clone(), TTL, RData::A(A(*ip))))
                 .collect(),
+            (Answer::Aaaa(ips), RecordType::AAAA) => ips
+                .iter()
+                .map(|ip| Record::from_rdata(name.clone(), TTL, RData::AAAA(AAAA(*ip))))
+                .collect(),
+            (Answer::Srv(srvs), RecordType::SRV) => srvs
+                .iter()
+                .map(|s| {
+                    let fqdn = format!("{}.", key(&s.target));
+                    let target = Name::from_ascii(&fqdn).expect("an SRV target name");
+                    let srv = SRV::new(s.priority, s.weight, s.port, target);
+                    Record::from_rdata(name.clone(), TTL, RData::SRV(srv))
+                })
+                .collect(),
             _ => Vec::new(),
         };
         meta.response_code = match answer {
-            Answer::A(_) => ResponseCode::NoError,
+            Answer::A(_) | Answer::Aaaa(_) | Answer::Srv(_) => ResponseCode::NoError,
             Answer::NxDomain => ResponseCode::NXDomain,
             Answer::ServFail => ResponseCode::ServFail,
             Answer::Cycle(_) => ResponseCode::ServFail, // nested cycles are not supported
@@ -290,53 +323,53 @@ impl DnsServer {
         since: Instant,
         timeout: Duration,
     ) -> Result<Query, String> {
-        self.wait_for(name, since, timeout, &format!("{answer:?}"), |a| {
+        self.wait_for(Some(name), since, timeout, &format!("{answer:?}"), |a| {
             a == answer
         })
         .await
     }
 
-    /// Waits until a query for `name` made after `since` was answered with
-    /// at least one address, and that answer sent; returns that query.
+    /// Waits until a query for any name made after `since` was answered
+    /// with at least one address (A or AAAA: a name's or an SRV target's),
+    /// and that answer sent; returns that query.
     pub async fn wait_any_address(
         &self,
-        name: &str,
         since: Instant,
         timeout: Duration,
     ) -> Result<Query, String> {
-        self.wait_for(
-            name,
-            since,
-            timeout,
-            "an address",
-            |a| matches!(a, Answer::A(ips) if !ips.is_empty()),
-        )
-        .await
+        let address = |a: &Answer| match a {
+            Answer::A(ips) => !ips.is_empty(),
+            Answer::Aaaa(ips) => !ips.is_empty(),
+            _ => false,
+        };
+        self.wait_for(None, since, timeout, "an address", address)
+            .await
     }
 
+    /// Waits for a query of `name` (any, `None`) made after `since`
+    /// whose answer is `answered`.
     async fn wait_for(
         &self,
-        name: &str,
+        name: Option<&str>,
         since: Instant,
         timeout: Duration,
         what: &str,
         answered: impl Fn(&Answer) -> bool,
     ) -> Result<Query, String> {
-        let name = key(name);
+        let name = name.map(key);
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.state.changed.notified();
-            if let Some(q) = self
-                .log()
-                .into_iter()
-                .find(|q| q.at >= since && q.name == name && answered(&q.answer))
-            {
+            if let Some(q) = self.log().into_iter().find(|q| {
+                q.at >= since && name.as_ref().is_none_or(|n| *n == q.name) && answered(&q.answer)
+            }) {
                 self.flush().await;
                 return Ok(q);
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Err(format!(
-                    "no query for {name} answered {what} within {timeout:?}; log: {:?}",
+                    "no query for {} answered {what} within {timeout:?}; log: {:?}",
+                    name.as_deref().unwrap_or("any name"),
                     self.log()
                 ));
             }

@@ -19,7 +19,7 @@ mod tests;
 
 pub use grpc::{GrpcLab, DEAD, GRPC_SERVERS};
 pub use lab::Lab;
-pub use race::Race;
+pub use race::{Flip, Race};
 pub use spec::{
     patched_rescue_line, Ready, Spec, NAME, PROXY_HTTP, SINGLE_PEER_SERVERS, TWO_PEERS_SERVERS,
 };

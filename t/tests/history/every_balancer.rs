@@ -64,6 +64,8 @@ fn rows(balancer: &'static str, fix: Fix) -> Vec<Row> {
         stream: String::new(),
         valid: 1,
         wire: Wire::Http,
+        records: |_| Vec::new(),
+        ipv6: false,
     };
     let with_keepalive = format!("{WEIGHTED}\n        keepalive 16;");
     let row = |name: &str, spec: Spec| Row {

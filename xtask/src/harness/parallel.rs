@@ -43,7 +43,7 @@ pub const ALONE: &[&str] = &["statistical", "diagnose_mixed", "diagnose"];
 /// their tests run at once: more than libtest's one per core. `protocols`
 /// (36 tests, each under 10 s) takes 16 s this way on two cores, 27 s at
 /// six at once, 57 s at two.
-pub const WAITING: &[(&str, usize)] = &[("protocols", 12)];
+pub const WAITING: &[(&str, usize)] = &[("protocols", 12), ("dns_records", 7)];
 
 /// The `--test-threads` a binary named `name` gets, unless `test_args`
 /// already say.

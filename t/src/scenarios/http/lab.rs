@@ -58,6 +58,8 @@ impl Lab {
             stream,
             valid,
             wire,
+            records,
+            ipv6,
         } = spec;
         let dns = DnsServer::start().await;
         dns.set_a(NAME, ADDR_A);
@@ -66,6 +68,9 @@ impl Lab {
         } else {
             Backend::start_wire(wire).await
         };
+        for (name, answer) in records(backend.port()) {
+            dns.set(&name, answer);
+        }
         let (scheme, location_extra) = if tls {
             (
                 "https",
@@ -76,7 +81,10 @@ impl Lab {
         };
         let status = status_handler(flavor.module.is_some());
         let servers = without_default_keepalive(servers, keepalive, &pre, &extra);
-        let http = PROXY_HTTP.replace("valid=1s", &format!("valid={valid}s"));
+        let families = if ipv6 { "ipv6=on ipv4=off" } else { "ipv6=off" };
+        let http = PROXY_HTTP
+            .replace("valid=1s", &format!("valid={valid}s"))
+            .replace("ipv6=off", families);
         let mut config = Config::new(flavor, http)
             .var("SERVERS", servers)
             .stream(stream);
@@ -123,7 +131,7 @@ impl Lab {
                     // told an address, whose datagram its one worker
                     // reads before the probe's connection.
                     lab.dns
-                        .wait_any_address(NAME, since, patience(Duration::from_secs(10)))
+                        .wait_any_address(since, patience(Duration::from_secs(10)))
                         .await
                         .unwrap_or_else(|e| panic!("{e}\n{}", lab.nginx.error_log()));
                 }

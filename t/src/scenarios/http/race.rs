@@ -35,13 +35,15 @@ impl Lab {
         i: usize,
         before_release: impl FnOnce(&Backend),
     ) -> Race {
-        self.race(i, false, Method::GET, before_release).await
+        let flip = self.flip_name();
+        self.race(i, flip, Method::GET, before_release).await
     }
 
     /// [`Lab::race_once`] with a request of `method` (a POST carries a
     /// small body): what nginx would not resend, the fix must not either.
     pub async fn race_method(&mut self, i: usize, method: Method) -> Race {
-        self.race(i, false, method, |_| {}).await
+        let flip = self.flip_name();
+        self.race(i, flip, method, |_| {}).await
     }
 
     /// [`Lab::race_once`], but the re-resolve answers NXDOMAIN: the list is
@@ -50,23 +52,42 @@ impl Lab {
     /// endpoint, which says when nginx applied the empty list. `Race::new`
     /// is `0.0.0.0`.
     pub async fn race_to_nxdomain(&mut self, i: usize) -> Race {
-        self.race(i, true, Method::GET, |_| {}).await
+        let flip = |_| Flip {
+            records: vec![(NAME.to_string(), Answer::NxDomain)],
+            new: Ipv4Addr::UNSPECIFIED,
+        };
+        self.race(i, flip, Method::GET, |_| {}).await
+    }
+
+    /// The GSLB's flip: [`NAME`]'s one A record to the other address.
+    fn flip_name(&self) -> impl FnOnce(Ipv4Addr) -> Flip {
+        let new = if self.current == ADDR_A {
+            ADDR_B
+        } else {
+            ADDR_A
+        };
+        move |_| Flip {
+            records: vec![(NAME.to_string(), Answer::A(vec![new]))],
+            new,
+        }
+    }
+
+    /// [`Lab::race_once`] with another change of the DNS: `flip`, given
+    /// the address the backend holds the first attempt at, says which
+    /// records change and where new requests go once nginx applied them
+    /// (SRV targets and priorities, AAAA records, a set of addresses).
+    pub async fn race_flip(&mut self, i: usize, flip: impl FnOnce(Ipv4Addr) -> Flip) -> Race {
+        self.race(i, flip, Method::GET, |_| {}).await
     }
 
     async fn race(
         &mut self,
         i: usize,
-        nxdomain: bool,
+        flip: impl FnOnce(Ipv4Addr) -> Flip,
         method: Method,
         before_release: impl FnOnce(&Backend),
     ) -> Race {
         let old = self.current;
-        let new = match (nxdomain, old == ADDR_A) {
-            (true, _) => Ipv4Addr::UNSPECIFIED,
-            (false, true) => ADDR_B,
-            (false, false) => ADDR_A,
-        };
-
         let hold = if self.keepalive {
             // A cached connection to `old`: its next request is a reused one.
             self.wait_proxying_to(old, &format!("/warm/{i}")).await;
@@ -90,26 +111,26 @@ impl Lab {
         }
         assert_eq!(held.path, path);
         let first_hop = held.addr;
+        let Flip { records, new } = flip(first_hop);
 
         // With the module, its status shows when nginx applied the answer:
         // the list's generation moves. (A probe answered by `new` can come
         // from a static peer at the same address before that.)
         let generation = self.generation().await;
         let since = Instant::now();
-        let answer = if nxdomain {
-            Answer::NxDomain
-        } else {
-            Answer::A(vec![new])
-        };
-        self.dns.set(NAME, answer.clone());
-        self.dns
-            .wait_answered(NAME, &answer, since, patience(Duration::from_secs(10)))
-            .await
-            .unwrap_or_else(|e| panic!("race {i}: {e}"));
+        for (name, answer) in &records {
+            self.dns.set(name, answer.clone());
+        }
+        for (name, answer) in &records {
+            self.dns
+                .wait_answered(name, answer, since, patience(Duration::from_secs(10)))
+                .await
+                .unwrap_or_else(|e| panic!("race {i}: {e}"));
+        }
         if let Some(before) = generation {
             self.wait_generation_past(before).await;
         }
-        if nxdomain {
+        if new.is_unspecified() {
             self.wait_peers(0).await;
         } else {
             self.wait_proxying_to(new, &format!("/probe/{i}")).await;
@@ -186,6 +207,19 @@ impl Lab {
         self.nginx.binary_upgrade().await;
         load.await.expect("the load")
     }
+}
+
+/// A change of the DNS raced against a held first attempt.
+#[derive(Clone, Debug)]
+pub struct Flip {
+    /// The records set, each `(name, answer)`; the race waits until nginx
+    /// was told each.
+    pub records: Vec<(String, Answer)>,
+    /// An address the list did not give new requests before the change
+    /// and does after: the race waits until a probe is answered there.
+    /// `0.0.0.0`: none, the list is emptied (the race waits until the
+    /// module's peers gauge reads 0).
+    pub new: Ipv4Addr,
 }
 
 /// What one race produced.

@@ -2,6 +2,7 @@
 //! its `upstream` lines, and the [`Spec`] that fills them in.
 
 use crate::actors::backend::Wire;
+use crate::actors::dns::Answer;
 use crate::nginx::Flavor;
 use crate::shared::KEEPALIVE_LOCATION;
 /// The name the GSLB answers for.
@@ -111,6 +112,13 @@ pub struct Spec {
     pub valid: u32,
     /// The protocol between nginx and the backend.
     pub wire: Wire,
+    /// DNS records set before nginx starts, given the backend's port
+    /// (SRV records carry it), each `(name, answer)`: beside [`NAME`]'s
+    /// A record, which one of them may replace.
+    pub records: fn(u16) -> Vec<(String, Answer)>,
+    /// The resolver asks AAAA records only (`ipv6=on ipv4=off`), where
+    /// it asks A only (`ipv6=off`).
+    pub ipv6: bool,
 }
 
 /// How a lab knows nginx holds the name's address.
@@ -165,6 +173,8 @@ impl Spec {
             stream: String::new(),
             valid: 1,
             wire: Wire::Http,
+            records: |_| Vec::new(),
+            ipv6: false,
         }
     }
 
@@ -187,20 +197,10 @@ impl Spec {
 
     pub fn two_peers(flavor: Flavor, pre: &str, extra: &str) -> Spec {
         Spec {
-            flavor,
             servers: TWO_PEERS_SERVERS.into(),
-            pre: pre.into(),
-            extra: extra.into(),
             keepalive: false,
-            http_extra: String::new(),
             location_extra: String::new(),
-            tls: false,
-            wrapper: Vec::new(),
-            daemon: false,
-            ready: Ready::Proxying,
-            stream: String::new(),
-            valid: 1,
-            wire: Wire::Http,
+            ..Spec::single_peer(flavor, pre, extra)
         }
     }
 }

@@ -77,6 +77,10 @@ pub(super) const HTTP_PATCH_HISTORY_IGNORED: Mutant = Mutant {
     tests: &[
         ("history", "every_balancer::patched_round_robin"),
         ("history", "every_balancer::patched_ip_hash"),
+        (
+            "dns_records",
+            "aaaa_address_added_tried_kept::patched_nginx_rescues",
+        ),
     ],
     core: false,
     whole_suite: false,

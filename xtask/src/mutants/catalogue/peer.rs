@@ -113,6 +113,10 @@ pub(super) const HISTORY_IGNORED: Mutant = Mutant {
         ("history", "every_balancer::round_robin"),
         ("history", "every_balancer::hash"),
         STREAM_HISTORY,
+        (
+            "dns_records",
+            "aaaa_address_added_tried_kept::module_on_rescues_and_counts",
+        ),
     ],
     core: false,
     whole_suite: false,
