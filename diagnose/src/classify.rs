@@ -522,6 +522,15 @@ impl<'a> Classifier<'a> {
                  never changes: no peer of it was usable"
             );
         }
+        // nginx refuses a list whose only other servers are `down` as it
+        // refuses an empty one, and only the configuration shows them.
+        if family == Family::Empty && !self.data.options.configured {
+            family = Family::Unknown;
+            reason = format!(
+                "{reason}, unless {u} also has a `down` server, which no log shows (then it \
+                 held a peer, none usable: unavailable): pass --nginx-conf FILE"
+            );
+        }
         incident.family = family;
         incident.reason = reason;
         incident.nearby = self.nearby(s, Some(u), deciding);

@@ -172,6 +172,9 @@ impl Logs {
             Options {
                 window_ms,
                 error_offset_s: Some(0),
+                // The configuration's: no `down` server hides beside the
+                // names (the logs alone cannot say `empty`).
+                configured: true,
                 ..Options::default()
             },
         )

@@ -69,7 +69,11 @@ impl Logs {
 
     /// The family of each incident, by request path.
     fn families(&self) -> Vec<(String, Family, String)> {
-        self.families_with(Options::default())
+        // The configuration's: no `down` server hides beside the name.
+        self.families_with(Options {
+            configured: true,
+            ..Options::default()
+        })
     }
 
     /// The same, with what the configuration would give in `options`.

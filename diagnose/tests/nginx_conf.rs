@@ -311,10 +311,15 @@ fn without_the_configuration_no_other_upstreams_peer_is_evidence() {
     for (u, reason) in reasons.iter().filter(|(u, _)| u == "nx") {
         assert!(!reason.contains("127.0.0."), "{u}: {reason}");
     }
-    // With the one flag the configuration would have given, nx is empty.
+    // With the flag that ties nx.test to nx, its NXDOMAIN would empty
+    // the list, but a `down` server beside it (refused alike) shows in
+    // the configuration only: `unknown`, naming it (issue 50).
     let (_, out, _) = with(&["--upstream-server", "nx=nx.test"]);
     let (got, reasons) = by_upstream(&out);
-    assert_eq!(got["nx"].get("empty"), Some(&12), "{reasons:#?}");
+    assert_eq!(got["nx"].get("unknown"), Some(&12), "{reasons:#?}");
+    for (_, reason) in reasons.iter().filter(|(u, _)| u == "nx") {
+        assert!(reason.contains("`down` server") && reason.ends_with("--nginx-conf FILE"));
+    }
 }
 
 /// A configuration whose only access log lacks `$upstream_addr`: nothing

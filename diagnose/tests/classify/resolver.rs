@@ -19,6 +19,8 @@ fn gone(resolver_line: &str) -> Logs {
 fn with_servers(servers: &[(&str, &str)]) -> Options {
     Options {
         error_offset_s: Some(0),
+        // The configuration's: no `down` server hides beside the names.
+        configured: true,
         servers: servers
             .iter()
             .map(|(u, n)| (u.to_string(), n.to_string()))

@@ -35,6 +35,8 @@ pub(crate) fn refusals() -> Logs {
 pub(crate) fn options(f: impl FnOnce(&mut Options)) -> Options {
     let mut o = Options {
         error_offset_s: Some(0),
+        // The configuration's: no `down` server hides beside the names.
+        configured: true,
         ..Options::default()
     };
     f(&mut o);
@@ -154,7 +156,7 @@ fn an_untied_nxdomain_names_the_flag_that_ties_it() {
 /// never `unavailable` (the old rules' guess). The verdict counts them.
 #[test]
 fn nothing_seen_and_no_evidence_is_unknown_with_the_flag_named() {
-    let analysis = refusals().analyze();
+    let analysis = refusals().analyze_opts(FORMAT, options(|o| o.configured = false));
     all(
         &analysis.incidents,
         Family::Unknown,

@@ -183,6 +183,25 @@ impl Nginx {
         &self.prefix
     }
 
+    /// `nginx -T` of the running `config`, as an operator would pass it
+    /// to `generation-retry-diagnose --nginx-conf`.
+    pub fn dump(&self, config: &Config) -> String {
+        let out = Command::new(&config.flavor.binary)
+            .arg("-T")
+            .arg("-p")
+            .arg(&self.prefix)
+            .arg("-c")
+            .arg(self.prefix.join("nginx.conf"))
+            .output()
+            .expect("run nginx -T");
+        assert!(
+            out.status.success(),
+            "nginx -T failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("nginx -T prints text")
+    }
+
     /// The master's pid.
     pub fn pid(&self) -> libc::pid_t {
         match (self.adopted, &self.child) {

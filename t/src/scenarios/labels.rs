@@ -159,8 +159,14 @@ pub fn score(r: &ArmResult, truth: Truth) -> Score {
     let access = dir.join("access.log");
     let error = dir.join("error.log");
     std::fs::write(&access, &r.logs.access).expect("write access.log");
+    // The configuration, as an operator would pass it: without it, no
+    // refusal is `empty` (a `down` server shows nowhere else).
+    let conf = dir.join("nginx.conf");
+    std::fs::write(&conf, &r.logs.conf).expect("write nginx.conf");
     let module = truth == Truth::ModuleLines;
     let args: Vec<OsString> = vec![
+        "--nginx-conf".into(),
+        conf.into(),
         "--access-log".into(),
         access.into(),
         "--error-log".into(),

@@ -52,7 +52,6 @@ mod stream;
 mod tests;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
@@ -60,7 +59,7 @@ use reqwest::Method;
 use crate::actors::backend::{ADDR_A, ADDR_B, ADDR_C};
 use crate::actors::dns::{Answer, DnsServer};
 use crate::actors::load::{open_loop, Client};
-use crate::nginx::{Config, Nginx};
+use crate::nginx::Nginx;
 use crate::rng::Rng;
 use http::{config, pick, schedules};
 use parts::{Parts, WIPE_A, WIPE_B};
@@ -180,7 +179,7 @@ pub async fn run(opts: &Options) -> Run {
             .unwrap_or_default()
             .lines()
             .count();
-    let conf_dump = dump(&config, &nginx);
+    let conf_dump = nginx.dump(&config);
 
     schedules(opts.layout, dns);
     stream_schedules(opts.layout, dns);
@@ -249,24 +248,6 @@ async fn logged(nginx: &Nginx, n: usize) -> Vec<String> {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-/// `nginx -T` of the running configuration, as an operator would pass it.
-fn dump(config: &Config, nginx: &Nginx) -> String {
-    let out = Command::new(&config.flavor.binary)
-        .arg("-T")
-        .arg("-p")
-        .arg(nginx.prefix())
-        .arg("-c")
-        .arg(nginx.prefix().join("nginx.conf"))
-        .output()
-        .expect("run nginx -T");
-    assert!(
-        out.status.success(),
-        "nginx -T failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("nginx -T prints text")
 }
 
 /// Readiness: `/NAME/ready-K` answered 200 (the name resolved).

@@ -35,7 +35,8 @@ pub(super) async fn run(
     let dns = DnsServer::start().await;
     dns.set_a(NAME, ADDR_A);
     let backend = Backend::start().await;
-    let nginx = Nginx::start(&config(arm, opts, &dns, &backend));
+    let config = config(arm, opts, &dns, &backend);
+    let nginx = Nginx::start(&config);
     let client = Client::new(nginx.url(""));
     wait_ready(&client).await;
     let baseline = Baseline::take(arm, &client, &nginx, "http").await;
@@ -82,6 +83,7 @@ pub(super) async fn run(
     let logs = Logs {
         access: nginx.access_log_text(),
         error: error_log.clone(),
+        conf: nginx.dump(&config),
     };
     let swaps = dns.swaps(NAME);
     nginx.finish();

@@ -56,6 +56,8 @@ pub struct ArmResult {
 pub struct Logs {
     pub access: String,
     pub error: String,
+    /// `nginx -T` of the arm's configuration.
+    pub conf: String,
 }
 
 impl std::fmt::Debug for Logs {
