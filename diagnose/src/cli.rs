@@ -109,14 +109,16 @@ struct Args {
     /// $upstream_addr and one of $msec, $time_iso8601, $time_local;
     /// $connection, $request, $remote_addr, $request_id help joining lines,
     /// $request_time gives each request's start. Required with
-    /// --access-log.
+    /// --access-log. Once for every access log, or once per --access-log,
+    /// in the same order (logs in different formats).
     #[arg(
         long = "log-format",
         value_name = "FORMAT",
         value_parser = log_format,
+        action = ArgAction::Append,
         allow_hyphen_values = true
     )]
-    log_format: Option<String>,
+    log_formats: Vec<String>,
 
     /// How far around an incident to look for address changes.
     #[arg(
@@ -210,8 +212,9 @@ pub struct Cli {
     pub access_logs: Vec<PathBuf>,
     /// `--error-log`, in order (`-` is standard input).
     pub error_logs: Vec<PathBuf>,
-    /// `--log-format`, checked (present whenever there are access logs).
-    pub log_format: Option<String>,
+    /// `--log-format`, checked: none (with `--nginx-conf`), one for every
+    /// access log, or one per `--access-log` in order.
+    pub log_formats: Vec<String>,
     /// `--json`.
     pub json: bool,
     /// `--window-ms`.
@@ -224,6 +227,19 @@ pub struct Cli {
     pub nginx_conf: Option<PathBuf>,
     /// `--upstream-server UPSTREAM=NAME`, in order.
     pub servers: Vec<(String, String)>,
+}
+
+impl Cli {
+    /// The `--log-format` of the `i`th `--access-log` (the one given for
+    /// all, or its own), if any; the one for all also applies to the
+    /// configuration's access logs (`i`: `None`).
+    pub fn log_format(&self, i: Option<usize>) -> Option<&String> {
+        match (self.log_formats.as_slice(), i) {
+            ([one], _) => Some(one),
+            (many, Some(i)) => many.get(i),
+            (_, None) => None,
+        }
+    }
 }
 
 /// The clap command: its help, its usage errors.
@@ -259,7 +275,17 @@ pub fn parse_args(args: &[OsString]) -> Result<Cli, clap::Error> {
                 .into(),
         );
     }
-    if !a.access_logs.is_empty() && a.log_format.is_none() && !conf {
+    let (formats, logs) = (a.log_formats.len(), a.access_logs.len());
+    if formats > 1 && formats != logs {
+        return error(
+            ErrorKind::WrongNumberOfValues,
+            format!(
+                "{formats} --log-format for {logs} --access-log: give one --log-format for \
+                 every access log, or one per --access-log, in the same order"
+            ),
+        );
+    }
+    if !a.access_logs.is_empty() && a.log_formats.is_empty() && !conf {
         return error(
             ErrorKind::MissingRequiredArgument,
             "--access-log needs --log-format 'FORMAT': the access log's log_format string, \
@@ -287,7 +313,7 @@ pub fn parse_args(args: &[OsString]) -> Result<Cli, clap::Error> {
     Ok(Cli {
         access_logs: a.access_logs,
         error_logs: a.error_logs,
-        log_format: a.log_format,
+        log_formats: a.log_formats,
         json: a.json,
         window_ms: a.window_ms,
         error_offset_s: a.error_offset_s,
@@ -361,11 +387,14 @@ mod tests {
         );
         assert!(c.json);
         let d = run(&["--error-log", "e.log"]);
-        assert_eq!((d.window_ms, d.json, d.log_format), (2_000, false, None));
+        assert_eq!(
+            (d.window_ms, d.json, d.log_format(None)),
+            (2_000, false, None)
+        );
         assert_eq!((d.error_offset_s, d.fail_timeout_ms), (None, None));
         let conf = run(&["--nginx-conf", "-", "--access-log", "a.log"]);
         assert_eq!(conf.nginx_conf, Some(PathBuf::from("-")));
-        assert_eq!(conf.log_format, None);
+        assert_eq!(conf.log_format(Some(0)), None);
         // A negative offset is a value, not a flag; a later value wins.
         let n = run(&[
             "--error-log",
@@ -430,15 +459,16 @@ mod tests {
         );
         assert!(error(&["--access-log", "a", "--log-format", "$msec"])
             .contains("lacks $status, $upstream_addr"));
-        assert!(error(&[
-            "--access-log",
-            "a",
-            "--log-format",
-            "$status $upstream_addr",
-            "--log-format",
-            "$status $upstream_addr $msec"
-        ])
-        .contains("--log-format"));
+        // Two formats: one per access log, in order; not for one log.
+        let (f1, f2) = (
+            "$msec $status $upstream_addr",
+            "$time_local $status $upstream_addr",
+        );
+        let two = ["--access-log", "a", "--log-format", f1, "--log-format", f2];
+        assert!(error(&two).contains("2 --log-format for 1 --access-log"));
+        let pair = run(&[&two[..], &["--access-log", "b"]].concat());
+        assert_eq!(pair.log_format(Some(1)).map(String::as_str), Some(f2));
+        assert_eq!(pair.log_format(None), None, "no one format for every log");
         assert!(error(&["--error-log"]).contains("--error-log <PATH>"));
         for bad in ["0", "x", "-5", "3600001"] {
             let e = error(&["--error-log", "e", "--window-ms", bad]);

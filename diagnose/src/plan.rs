@@ -198,11 +198,11 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
     let mut access = Vec::new();
     let mut errors = cli.error_logs.clone();
     let Some(conf) = conf else {
-        for p in &cli.access_logs {
+        for (i, p) in cli.access_logs.iter().enumerate() {
             access.push(AccessFile {
                 path: p.clone(),
                 // parse_args saw to it.
-                format: cli.log_format.clone().unwrap_or_default(),
+                format: cli.log_format(Some(i)).cloned().unwrap_or_default(),
             });
         }
         return Ok(Plan {
@@ -309,7 +309,7 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
             ));
             continue;
         }
-        let Some(format) = cli.log_format.as_ref().or(log.format.as_ref()) else {
+        let Some(format) = cli.log_format(None).or(log.format.as_ref()) else {
             notes.push(format!(
                 "access log {}: log_format {} is not in the configuration; left out (give \
                  --log-format)",
@@ -347,8 +347,8 @@ pub fn plan_with(cli: &Cli, conf: Option<&NginxConf>) -> Result<Plan, PlanError>
             f.dedup();
             f
         };
-        for p in &cli.access_logs {
-            let format = match &cli.log_format {
+        for (i, p) in cli.access_logs.iter().enumerate() {
+            let format = match cli.log_format(Some(i)) {
                 Some(f) => f.clone(),
                 None => match configured(&usable, p) {
                     Some(f) => f.clone(),

@@ -156,3 +156,60 @@ fn error_log_offset_from_the_access_zone() {
     assert_eq!(analysis.data.error_offset_s, 7_200);
     assert_eq!(only(&analysis).family, Family::Unavailable);
 }
+
+/// Two access logs in two formats, one of them `escape=json`, in one run
+/// (issue 50): one `--log-format` per `--access-log`, in order. The race's
+/// 502 is in the JSON log, the addresses before and after it in the other.
+#[test]
+fn two_access_logs_in_two_formats_in_one_run() {
+    use super::common::scratch;
+    let dir = scratch("two-formats");
+    let json = r#"{"msec":"$msec","status":"$status","upstream_addr":"$upstream_addr","connection":"$connection"}"#;
+    let race = two_hop_race();
+    let (mut plain, mut other) = (Vec::new(), Vec::new());
+    for line in &race.access {
+        if line.contains(", be") {
+            // `$msec` is the second-last field of `FORMAT`.
+            let ms: Vec<&str> = line.rsplitn(3, ' ').collect();
+            other.push(format!(
+                r#"{{"msec":"{}","status":"502","upstream_addr":"{A}, be","connection":"7"}}"#,
+                ms[1]
+            ));
+        } else {
+            plain.push(line.clone());
+        }
+    }
+    assert_eq!(other.len(), 1);
+    let write = |name: &str, lines: &[String]| {
+        let path = dir.join(name);
+        std::fs::write(&path, lines.join("\n") + "\n").expect("write");
+        path.display().to_string()
+    };
+    let (a1, a2) = (write("access.log", &plain), write("json.log", &other));
+    let error = write("error.log", &race.error);
+    let args: Vec<std::ffi::OsString> = [
+        "--access-log",
+        &a1,
+        "--log-format",
+        FORMAT,
+        "--access-log",
+        &a2,
+        "--log-format",
+        json,
+        "--error-log",
+        &error,
+        "--error-log-utc-offset",
+        "+0000",
+        "--json",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let status = generation_retry_diagnose::run(&args, &mut out, &mut err);
+    assert_eq!(status, 0, "{}", String::from_utf8_lossy(&err));
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("json");
+    assert_eq!(v["summary"]["unparsed"]["access"], 0, "{v}");
+    assert_eq!(v["summary"]["by_family"]["generation-retry"], 1, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
