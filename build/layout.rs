@@ -15,7 +15,10 @@
 //! the module's sources spell, and every structure with a bitfield of a
 //! name the sources call an accessor of (`.NAME()`, `.set_NAME(`,
 //! `T::NAME(`, `T::NAME_raw(`, `T::set_NAME_raw(`); the bitfields checked
-//! are those called. A wrapper of the ngx crate that touches a bitfield
+//! are those called. An accessor called on an nginx structure it names
+//! (`ngx_peer_connection_t::cached(pc)`) checks that structure's bitfield
+//! alone: `ngx_http_request_t`'s `cached`, which bindgen misplaces on
+//! 1.29.3+, is not the peer connection's. A wrapper of the ngx crate that touches a bitfield
 //! under another name (`Request::subrequest`) is not seen: clippy.toml
 //! forbids the ones that touch a misplaced one. Every
 //! plain field of a named structure is checked, used or not: a structure

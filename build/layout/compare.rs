@@ -64,7 +64,7 @@ pub(super) fn judge(
                 let Some((unit, bit, bits)) = r.bitfields.get(*f) else {
                     continue;
                 };
-                let relied_on = called.contains(*f);
+                let relied_on = called.contains(*f) || called.contains(&super::scan::typed(s, f));
                 let _ = writeln!(
                     report,
                     "{s}.{f}: C bit {first} width {width}; bindgen {unit} + {bit}, width {bits}{}",

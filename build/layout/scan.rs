@@ -42,7 +42,15 @@ pub(super) fn scan(dir: &Path) -> Result<(BTreeSet<String>, BTreeSet<String>), S
                 // associated functions).
                 if start > 1 && text[..start].ends_with("::") && after.starts_with('(') {
                     let t = t.strip_suffix("_raw").unwrap_or(t);
-                    called.insert(t.strip_prefix("set_").unwrap_or(t).to_string());
+                    let t = t.strip_prefix("set_").unwrap_or(t);
+                    // Called on a structure it names (`ngx_peer_connection_t::
+                    // cached(pc)`): that structure's bitfield alone, not every
+                    // one of the name (`ngx_http_request_t` has a `cached` too).
+                    let on = text[..start - 2]
+                        .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .next()
+                        .filter(|ty| ty.starts_with("ngx_"));
+                    called.insert(on.map_or_else(|| t.to_string(), |ty| typed(ty, t)));
                 } else if start > 0 && text.as_bytes()[start - 1] == b'.' {
                     let t = t.strip_suffix("_raw").unwrap_or(t);
                     if let Some(set) = t.strip_prefix("set_").filter(|_| after.starts_with('(')) {
@@ -55,6 +63,16 @@ pub(super) fn scan(dir: &Path) -> Result<(BTreeSet<String>, BTreeSet<String>), S
         }
     }
     Ok((named, called))
+}
+
+/// How a bitfield called on a structure it names is recorded:
+/// `STRUCTURE::NAME`, the structure without its `_t` or `_s`.
+pub(super) fn typed(structure: &str, name: &str) -> String {
+    let base = structure
+        .strip_suffix("_t")
+        .or_else(|| structure.strip_suffix("_s"))
+        .unwrap_or(structure);
+    format!("{base}::{name}")
 }
 
 /// Identifiers of `text` with their byte offsets.

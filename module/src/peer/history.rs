@@ -83,7 +83,7 @@ impl History {
     /// Whether the attempt recorded last failed (not passed over) on a
     /// cached (keepalive) connection: nginx tries a single peer again only
     /// after such an attempt.
-    pub(super) fn cached(&self) -> bool {
+    pub(super) fn failed_cached(&self) -> bool {
         self.cached
     }
 
@@ -95,7 +95,10 @@ impl History {
     #[cold]
     #[inline(never)]
     pub(super) fn record(&mut self, pc: &ngx_peer_connection_t, state: ngx_uint_t) {
-        self.cached = state & NGX_PEER_FAILED as ngx_uint_t != 0 && pc.cached() != 0;
+        // Named with its structure, so that the layout gate checks this
+        // structure's `cached` alone (build/layout.rs).
+        self.cached =
+            state & NGX_PEER_FAILED as ngx_uint_t != 0 && ngx_peer_connection_t::cached(pc) != 0;
         let len = pc.socklen as usize;
         if pc.sockaddr.is_null() || len == 0 || len > mem::size_of::<ngx_sockaddr_t>() {
             return;

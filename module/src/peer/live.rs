@@ -135,7 +135,7 @@ impl<P: Proto> Balancer for Live<'_, P> {
     }
 
     fn tried_cached(&self) -> bool {
-        self.history.cached()
+        self.history.failed_cached()
     }
 
     fn tried_in_list(&self) -> usize {
